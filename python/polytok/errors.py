@@ -1,0 +1,33 @@
+"""The exception types polytok raises; every message names the input and what was expected."""
+
+
+class Error(Exception):
+    """Base class of every error polytok raises on bad input."""
+
+
+class CorpusError(Error):
+    """A corpus could not be read: missing file, no text, invalid UTF-8, bad record."""
+
+
+class PatternError(Error):
+    """An unknown pre-tokenisation preset or an invalid regex."""
+
+
+class ConfigError(Error):
+    """An option out of range, e.g. a vocabulary size too small for the bytes and specials."""
+
+
+class FormatError(Error):
+    """A tokeniser file that is truncated, edited, or of a format or version we cannot read."""
+
+
+class EncodeError(Error):
+    """Text that cannot be encoded as asked, e.g. a disallowed special token in the input."""
+
+
+class DecodeError(Error):
+    """Ids that cannot be decoded, e.g. out of the vocabulary's range."""
+
+
+class SolverError(Error):
+    """An LP solver that is missing, failed, or returned no usable dual."""

@@ -1,0 +1,12 @@
+//! Segmenters: how a pre-token is cut into vocabulary ids. One file per kind; the `Encoder`
+//! (pre-tokeniser + segmenter + special tokens) is the Python-facing object that drives them.
+use pyo3::prelude::*;
+
+/// Cuts one pre-token (never empty, never containing a special token) into token ids.
+pub trait Segmenter: Send + Sync {
+    fn segment(&self, piece: &[u8], out: &mut Vec<u32>);
+}
+
+pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+    Ok(())
+}
