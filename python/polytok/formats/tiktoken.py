@@ -52,16 +52,17 @@ def load_tiktoken(
         if not line.strip():
             continue
         parts = line.split()
+        shown = [part[:80].decode("utf-8", "replace") for part in parts]
         if len(parts) != 2:
-            raise FormatError(f"tiktoken file {path} line {number}: expected 'base64-token rank', found {line[:80]!r}")
+            raise FormatError(f"tiktoken file {path} line {number}: expected 'base64-token rank', found {line[:80].decode('utf-8', 'replace')!r}")
         try:
             token = base64.b64decode(parts[0], validate=True)
         except binascii.Error:
-            raise FormatError(f"tiktoken file {path} line {number}: {parts[0][:80]!r} is not valid base64") from None
+            raise FormatError(f"tiktoken file {path} line {number}: {shown[0]!r} is not valid base64") from None
         try:
             rank = int(parts[1])
         except ValueError:
-            raise FormatError(f"tiktoken file {path} line {number}: rank {parts[1][:80]!r} is not an integer") from None
+            raise FormatError(f"tiktoken file {path} line {number}: rank {shown[1]!r} is not an integer") from None
         if rank < 0 or not token:
             raise FormatError(f"tiktoken file {path} line {number}: needs a non-empty token and a rank >= 0")
         if rank in tokens:
