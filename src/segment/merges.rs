@@ -34,16 +34,64 @@ pub trait MergeRule: Send + Sync {
     fn join(&self, piece: &[u8], start: usize, end: usize, left: u32, right: u32) -> (u32, u32);
 }
 
+/// Byte strings -> ids. Strings of up to 7 bytes (most pre-tokens and tokens) are packed into a
+/// u64 key and those of up to 15 into a u128, so a lookup hashes and compares integers instead of
+/// slices, and the small-key table stays compact in cache (slice keys took a fifth of encoding
+/// time when profiled).
+#[derive(Default, Clone)]
+pub struct TokenMap {
+    small: FxHashMap<u64, u32>,
+    medium: FxHashMap<u128, u32>,
+    long: FxHashMap<Box<[u8]>, u32>,
+}
+
+#[inline]
+fn small_key(bytes: &[u8]) -> u64 {
+    let mut packed = [0u8; 8];
+    packed[..bytes.len()].copy_from_slice(bytes);
+    packed[7] = bytes.len() as u8;
+    u64::from_le_bytes(packed)
+}
+
+#[inline]
+fn medium_key(bytes: &[u8]) -> u128 {
+    let mut packed = [0u8; 16];
+    packed[..bytes.len()].copy_from_slice(bytes);
+    packed[15] = bytes.len() as u8;
+    u128::from_le_bytes(packed)
+}
+
+impl TokenMap {
+    /// Inserts `bytes -> id`; returns false (and keeps the old id) if `bytes` is already there.
+    fn insert(&mut self, bytes: &[u8], id: u32) -> bool {
+        let added = match bytes.len() {
+            0..=7 => self.small.entry(small_key(bytes)).or_insert(id),
+            8..=15 => self.medium.entry(medium_key(bytes)).or_insert(id),
+            _ => self.long.entry(bytes.into()).or_insert(id),
+        };
+        *added == id
+    }
+
+    #[inline]
+    fn get(&self, bytes: &[u8]) -> Option<u32> {
+        match bytes.len() {
+            0..=7 => self.small.get(&small_key(bytes)).copied(),
+            8..=15 => self.medium.get(&medium_key(bytes)).copied(),
+            _ => self.long.get(bytes).copied(),
+        }
+    }
+}
+
 /// tiktoken's rule: a pair joins if its bytes are a token; rank and merged id are that token's id.
 pub struct ByteRanks {
-    ranks: FxHashMap<Box<[u8]>, u32>,
+    ranks: TokenMap,
 }
 
 impl MergeRule for ByteRanks {
     #[inline]
     fn join(&self, piece: &[u8], start: usize, end: usize, _left: u32, _right: u32) -> (u32, u32) {
         match self.ranks.get(&piece[start..end]) {
-            Some(&rank) => (rank, rank),
+            Some(rank) => (rank, rank),
             None => (NONE, NONE),
         }
     }
@@ -83,15 +131,15 @@ pub struct MergesSegmenter<R: MergeRule> {
     rule: R,
     byte_ids: [u32; 256],
     /// Pieces that are one whole token (and that merging would reach anyway): answered directly.
-    whole: FxHashMap<Box<[u8]>, u32>,
+    whole: TokenMap,
 }
 
 /// Builds the segmenter for a vocabulary without a merge list: tiktoken's rule with rank = id.
 /// `tokens[id]` are the bytes of id; every single byte must be a token.
 pub fn from_ranks(tokens: &[Vec<u8>]) -> Result<MergesSegmenter<ByteRanks>, String> {
-    let mut ranks = FxHashMap::default();
+    let mut ranks = TokenMap::default();
     for (id, token) in tokens.iter().enumerate() {
-        if ranks.insert(token.clone().into_boxed_slice(), id as u32).is_some() {
+        if !ranks.insert(token, id as u32) {
             return Err(format!("token {id} repeats the bytes of an earlier token"));
         }
     }
@@ -115,16 +163,16 @@ pub fn from_merges(
     }
     let byte_ids = byte_ids(tokens)?;
     let mut segmenter =
-        MergesSegmenter { rule: PairMerges { pairs }, byte_ids, whole: FxHashMap::default() };
+        MergesSegmenter { rule: PairMerges { pairs }, byte_ids, whole: TokenMap::default() };
     // A token answers a whole piece only if replaying the merges on its bytes reaches it (true for
     // every token BPE trained, but a hand-made list may hold tokens no merge sequence reaches).
-    let mut whole = FxHashMap::default();
+    let mut whole = TokenMap::default();
     let mut ids = Vec::new();
     for (id, token) in tokens.iter().enumerate() {
         ids.clear();
         segmenter.segment(token, &mut ids);
         if ids.len() == 1 && ids[0] == id as u32 {
-            whole.insert(token.clone().into_boxed_slice(), id as u32);
+            whole.insert(token, id as u32);
         }
     }
     segmenter.whole = whole;
@@ -149,7 +197,7 @@ impl<R: MergeRule> Segmenter for MergesSegmenter<R> {
     fn segment(&self, piece: &[u8], out: &mut Vec<u32>) {
         if piece.len() == 1 {
             out.push(self.byte_ids[piece[0] as usize]);
-        } else if let Some(&id) = self.whole.get(piece) {
+        } else if let Some(id) = self.whole.get(piece) {
             out.push(id);
         } else if piece.len() <= FLAT_SCAN_MAX_LEN {
             PARTS.with(|parts| self.merge_flat(piece, &mut parts.borrow_mut(), out));
