@@ -103,6 +103,29 @@ def test_long_pieces_equal_pure_python_replay(trained_tokenizers):
             assert tokenizer.encode(word) == replay_reference(tokenizer, word), (length, alphabet)
 
 
+def test_overlapping_pairs_merge_leftmost_first():
+    """ "aaaaa" with merges (a,a)->aa then (aa,a)->aaa: merge 0 everywhere left to right gives
+    aa aa a, then merge 1 joins the last two: [aa, aaa]. tiktoken's rule (rank = id) agrees."""
+    vocab = [bytes([byte]) for byte in range(256)] + [b"aa", b"aaa"]
+    a = ord("a")
+    replay = Tokenizer(vocab, segmenter="merges", pattern=None, merges=[(a, a), (256, a)])
+    by_rank = Tokenizer(vocab, segmenter="merges", pattern=None)
+    for tokenizer in (replay, by_rank):
+        assert tokenizer.encode("aaaaa") == [256, 257]
+        assert tokenizer.encode("aaaa") == [256, 256]
+        assert tokenizer.encode("a" * 301) == [256] * 149 + [257]  # the heap path: same rule
+
+
+def test_tokenizers_sharing_a_thread_never_share_cached_pieces(trained_tokenizers):
+    """Merged pieces are cached per thread; each tokeniser must still get its own ids."""
+    first, second = trained_tokenizers["hf-cl100k"], trained_tokenizers["naive-cl100k"]
+    words = " Unmergeable Verschlüsselungsverfahren 中文分词测试".split()
+    expected = {id(t): [replay_reference(t, w) for w in words] for t in (first, second)}
+    for _ in range(3):
+        for tokenizer in (first, second):
+            assert [tokenizer.encode(w) for w in words] == expected[id(tokenizer)]
+
+
 def test_merge_list_and_tiktoken_rule_agree_on_real_text(trained_tokenizers, text_excerpts):
     """For trained merge lists, replaying the list equals tiktoken's rule (rank = id)."""
     for name in TOKENIZER_NAMES:

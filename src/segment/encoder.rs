@@ -6,6 +6,7 @@
 //! (allowed) and which raise if their text occurs anywhere in the input (disallowed); any other
 //! special-token text is ordinary text. Policies are built once and reused across calls.
 use std::borrow::Cow;
+use std::sync::{Arc, Mutex, OnceLock};
 
 use aho_corasick::{AhoCorasick, MatchKind};
 use numpy::{PyArray1, PyReadonlyArray1};
@@ -13,6 +14,7 @@ use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyString};
 use rayon::prelude::*;
+use rustc_hash::FxHashMap;
 
 use super::{merges, Segmenter};
 use crate::pretokenize::PreTokenizer;
@@ -176,11 +178,7 @@ impl Encoder {
             let run = || texts.par_iter().map(|text| work(text)).collect();
             Ok(match num_threads {
                 None => run(),
-                Some(threads) => rayon::ThreadPoolBuilder::new()
-                    .num_threads(threads.max(1))
-                    .build()
-                    .map_err(|e| PyValueError::new_err(e.to_string()))?
-                    .install(run),
+                Some(threads) => thread_pool(threads).map_err(PyValueError::new_err)?.install(run),
             })
         })?;
         results
@@ -189,6 +187,19 @@ impl Encoder {
             .map(|(index, result)| result.map_err(|token| special_found(py, &token, index)))
             .collect()
     }
+}
+
+/// A rayon pool of `threads` threads, built on first use and kept: building one per call would
+/// cost thread start-up each time and throw away the threads' merged-piece caches.
+fn thread_pool(threads: usize) -> Result<Arc<rayon::ThreadPool>, String> {
+    static POOLS: OnceLock<Mutex<FxHashMap<usize, Arc<rayon::ThreadPool>>>> = OnceLock::new();
+    let mut pools = POOLS.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    if let Some(pool) = pools.get(&threads) {
+        return Ok(pool.clone());
+    }
+    let pool = Arc::new(rayon::ThreadPoolBuilder::new().num_threads(threads).build().map_err(|e| e.to_string())?);
+    pools.insert(threads, pool.clone());
+    Ok(pool)
 }
 
 fn special_found(py: Python<'_>, token: &[u8], document: usize) -> PyErr {
