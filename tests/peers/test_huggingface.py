@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 
 import polytok
 from polytok.errors import ConfigError, FormatError
-from polytok.formats.huggingface import merges_from_ranks, to_oniguruma
+from polytok.formats.huggingface import load_huggingface, merges_from_ranks, to_oniguruma
 from polytok.pretokenize import PRESETS
 
 tokenizers = pytest.importorskip("tokenizers")
@@ -40,6 +40,7 @@ def test_ids_equal_hf_on_excerpts(pairs, name, text_excerpts):
     expected = [ours.encode(text, allowed_special="all") for text in texts]
     assert [encoding.ids for encoding in hf.encode_batch(texts)] == expected
     assert [reloaded.encode(text, allowed_special="all") for text in texts] == expected
+    assert reloaded.special_tokens == ours.special_tokens and reloaded.vocab == ours.vocab
     assert hf.decode(expected[-1], skip_special_tokens=False) == texts[-1]
 
 
@@ -102,3 +103,5 @@ def test_reading_unsupported_hf_files_names_the_problem(trained_tokenizers, tmp_
         path.write_text(json.dumps(edited))
         with pytest.raises(FormatError, match=message):
             polytok.load(path)
+        with pytest.raises(FormatError, match=message):
+            load_huggingface(path)

@@ -227,6 +227,17 @@ def merges_from_ranks(vocab: list[bytes]) -> list[tuple[int, int]]:
     return merges
 
 
+def load_huggingface(path: str | Path) -> Tokenizer:
+    """Reads a HF tokenizer.json of byte-level BPE with a Split regex (what `save_huggingface`
+    writes); other HF pipelines raise FormatError naming the part that differs."""
+    from polytok.tokenizer import read_json
+
+    record = read_json(path)
+    if not isinstance(record, dict):
+        raise FormatError(f"tokenizer file {path}: expected a JSON object")
+    return tokenizer_from_huggingface(record, f"tokenizer file {path}")
+
+
 def tokenizer_from_huggingface(record: dict[str, Any], source: str) -> Tokenizer:
     """Reads a byte-level BPE tokenizer.json of the shape `save_huggingface` writes."""
 
