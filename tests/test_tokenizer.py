@@ -135,6 +135,18 @@ def test_merge_list_and_tiktoken_rule_agree_on_real_text(trained_tokenizers, tex
             assert by_rank.encode_ordinary(text) == with_merges.encode_ordinary(text), name
 
 
+def test_input_types(trained_tokenizers):
+    tokenizer = trained_tokenizers["hf-cl100k"]
+    expected = tokenizer.encode("héllo wörld")
+    assert tokenizer.encode("héllo wörld".encode()) == expected
+    assert tokenizer.encode(bytearray("héllo wörld".encode())) == expected
+    for wrong in (None, 12, ["a"], [104, 105]):
+        with pytest.raises(TypeError, match="expected str, bytes or bytearray"):
+            tokenizer.encode(wrong)
+    with pytest.raises(TypeError):
+        tokenizer.encode_batch(["fine", 3])
+
+
 def test_empty_input(tokenizer):
     assert tokenizer.encode("") == []
     assert tokenizer.encode(b"") == []

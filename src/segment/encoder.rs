@@ -12,7 +12,7 @@ use aho_corasick::{AhoCorasick, MatchKind};
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyString};
+use pyo3::types::{PyByteArray, PyBytes, PyString};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
@@ -85,15 +85,24 @@ impl Encoder {
         special_tokens: Vec<(Vec<u8>, u32)>,
     ) -> Result<Self, BuildError> {
         let pretokenizer = PreTokenizer::new(pattern, Vec::new()).map_err(BuildError::Pattern)?;
-        let size = special_tokens.iter().map(|&(_, id)| id as usize + 1).chain([tokens.len()]).max().unwrap_or(0);
+        let size = special_tokens
+            .iter()
+            .map(|&(_, id)| id as usize + 1)
+            .chain([tokens.len()])
+            .max()
+            .unwrap_or(0);
         let mut by_id: Vec<Option<&[u8]>> = tokens.iter().map(|t| Some(&t[..])).collect();
         by_id.resize(size, None);
         for (bytes, id) in &special_tokens {
             if bytes.is_empty() {
-                return Err(BuildError::Vocabulary(format!("special token {id} is empty")));
+                return Err(BuildError::Vocabulary(format!(
+                    "special token {id} is empty"
+                )));
             }
             if by_id[*id as usize].is_some() {
-                return Err(BuildError::Vocabulary(format!("special token id {id} is already a token")));
+                return Err(BuildError::Vocabulary(format!(
+                    "special token id {id} is already a token"
+                )));
             }
             by_id[*id as usize] = Some(bytes);
         }
@@ -104,12 +113,20 @@ impl Encoder {
             token_offsets.push(token_data.len());
         }
         let token_known = by_id.iter().map(Option::is_some).collect();
-        Ok(Encoder { pretokenizer, segmenter, token_data, token_offsets, token_known, special_tokens })
+        Ok(Encoder {
+            pretokenizer,
+            segmenter,
+            token_data,
+            token_offsets,
+            token_known,
+            special_tokens,
+        })
     }
 
     /// Ordinary text (no special tokens) -> ids, appended to `out`.
     pub fn encode_ordinary_into(&self, text: &[u8], out: &mut Vec<u32>) {
-        self.pretokenizer.for_each_piece(text, |piece| self.segmenter.segment(piece, out));
+        self.pretokenizer
+            .for_each_piece(text, |piece| self.segmenter.segment(piece, out));
     }
 
     /// Text -> ids under a special-token policy (None: all special-token text is ordinary).
@@ -145,18 +162,29 @@ impl Encoder {
     }
 
     /// The bytes of `ids`; Err holds (id, position) of the first id that is no token.
-    pub fn decode_into(&self, ids: impl Iterator<Item = i64>, out: &mut Vec<u8>) -> Result<(), (i64, usize)> {
+    pub fn decode_into(
+        &self,
+        ids: impl Iterator<Item = i64>,
+        out: &mut Vec<u8>,
+    ) -> Result<(), (i64, usize)> {
         for (position, id) in ids.enumerate() {
             if id < 0 || id as usize >= self.token_known.len() || !self.token_known[id as usize] {
                 return Err((id, position));
             }
             let id = id as usize;
-            out.extend_from_slice(&self.token_data[self.token_offsets[id]..self.token_offsets[id + 1]]);
+            out.extend_from_slice(
+                &self.token_data[self.token_offsets[id]..self.token_offsets[id + 1]],
+            );
         }
         Ok(())
     }
 
-    fn encode_one(&self, py: Python<'_>, text: &Bound<'_, PyAny>, policy: Option<&SpecialPolicy>) -> PyResult<Vec<u32>> {
+    fn encode_one(
+        &self,
+        py: Python<'_>,
+        text: &Bound<'_, PyAny>,
+        policy: Option<&SpecialPolicy>,
+    ) -> PyResult<Vec<u32>> {
         let text = text_bytes(text)?;
         let mut ids = Vec::new();
         py.detach(|| self.encode_into(&text, policy, &mut ids))
@@ -178,7 +206,9 @@ impl Encoder {
             let run = || texts.par_iter().map(|text| work(text)).collect();
             Ok(match num_threads {
                 None => run(),
-                Some(threads) => thread_pool(threads).map_err(PyValueError::new_err)?.install(run),
+                Some(threads) => thread_pool(threads)
+                    .map_err(PyValueError::new_err)?
+                    .install(run),
             })
         })?;
         results
@@ -193,11 +223,19 @@ impl Encoder {
 /// cost thread start-up each time and throw away the threads' merged-piece caches.
 fn thread_pool(threads: usize) -> Result<Arc<rayon::ThreadPool>, String> {
     static POOLS: OnceLock<Mutex<FxHashMap<usize, Arc<rayon::ThreadPool>>>> = OnceLock::new();
-    let mut pools = POOLS.get_or_init(Default::default).lock().unwrap_or_else(|e| e.into_inner());
+    let mut pools = POOLS
+        .get_or_init(Default::default)
+        .lock()
+        .unwrap_or_else(|e| e.into_inner());
     if let Some(pool) = pools.get(&threads) {
         return Ok(pool.clone());
     }
-    let pool = Arc::new(rayon::ThreadPoolBuilder::new().num_threads(threads).build().map_err(|e| e.to_string())?);
+    let pool = Arc::new(
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .map_err(|e| e.to_string())?,
+    );
     pools.insert(threads, pool.clone());
     Ok(pool)
 }
@@ -207,7 +245,7 @@ fn special_found(py: Python<'_>, token: &[u8], document: usize) -> PyErr {
 }
 
 /// The bytes of a str (UTF-8; lone surrogates kept as their 3-byte "surrogatepass" form, which
-/// the pre-tokeniser treats as invalid bytes, so nothing is lost) or of a bytes-like object.
+/// the pre-tokeniser treats as invalid bytes, so nothing is lost), bytes or bytearray.
 fn text_bytes<'a>(text: &'a Bound<'_, PyAny>) -> PyResult<Cow<'a, [u8]>> {
     if let Ok(string) = text.cast::<PyString>() {
         return match string.to_str() {
@@ -221,13 +259,13 @@ fn text_bytes<'a>(text: &'a Bound<'_, PyAny>) -> PyResult<Cow<'a, [u8]>> {
     if let Ok(bytes) = text.cast::<PyBytes>() {
         return Ok(Cow::Borrowed(bytes.as_bytes()));
     }
-    match text.extract::<Vec<u8>>() {
-        Ok(bytes) if !text.is_instance_of::<pyo3::types::PyList>() => Ok(Cow::Owned(bytes)),
-        _ => Err(PyTypeError::new_err(format!(
-            "expected str or bytes to encode, got {}",
-            text.get_type().name()?
-        ))),
+    if let Ok(bytes) = text.cast::<PyByteArray>() {
+        return Ok(Cow::Owned(bytes.to_vec()));
     }
+    Err(PyTypeError::new_err(format!(
+        "expected str, bytes or bytearray to encode, got {}",
+        text.get_type().name()?
+    )))
 }
 
 #[pymethods]
@@ -244,15 +282,29 @@ impl Encoder {
     ) -> PyResult<Self> {
         let segmenter: Box<dyn Segmenter> = match merges {
             None => Box::new(merges::from_ranks(&tokens).map_err(PyValueError::new_err)?),
-            Some(merges) => Box::new(merges::from_merges(&tokens, &merges).map_err(PyValueError::new_err)?),
+            Some(merges) => {
+                Box::new(merges::from_merges(&tokens, &merges).map_err(PyValueError::new_err)?)
+            }
         };
-        Ok(Encoder::from_parts(pattern, segmenter, tokens, special_tokens)?)
+        Ok(Encoder::from_parts(
+            pattern,
+            segmenter,
+            tokens,
+            special_tokens,
+        )?)
     }
 
     /// A policy: `allowed` special tokens (their bytes) become ids, `disallowed` texts raise.
-    fn special_policy(&self, allowed: Vec<Vec<u8>>, disallowed: Vec<Vec<u8>>) -> PyResult<SpecialPolicy> {
+    fn special_policy(
+        &self,
+        allowed: Vec<Vec<u8>>,
+        disallowed: Vec<Vec<u8>>,
+    ) -> PyResult<SpecialPolicy> {
         let build = |texts: &[Vec<u8>], kind: MatchKind| {
-            AhoCorasick::builder().match_kind(kind).build(texts).map_err(|e| PyValueError::new_err(e.to_string()))
+            AhoCorasick::builder()
+                .match_kind(kind)
+                .build(texts)
+                .map_err(|e| PyValueError::new_err(e.to_string()))
         };
         let allowed = if allowed.is_empty() {
             None
@@ -260,9 +312,16 @@ impl Encoder {
             let ids = allowed
                 .iter()
                 .map(|text| {
-                    self.special_tokens.iter().find(|(t, _)| t == text).map(|&(_, id)| id).ok_or_else(|| {
-                        PyValueError::new_err(format!("{:?} is not a special token", String::from_utf8_lossy(text)))
-                    })
+                    self.special_tokens
+                        .iter()
+                        .find(|(t, _)| t == text)
+                        .map(|&(_, id)| id)
+                        .ok_or_else(|| {
+                            PyValueError::new_err(format!(
+                                "{:?} is not a special token",
+                                String::from_utf8_lossy(text)
+                            ))
+                        })
                 })
                 .collect::<PyResult<Vec<u32>>>()?;
             Some((build(&allowed, MatchKind::LeftmostLongest)?, ids))
@@ -273,12 +332,20 @@ impl Encoder {
         } else {
             Some((build(&disallowed, MatchKind::LeftmostFirst)?, disallowed))
         };
-        Ok(SpecialPolicy { allowed, disallowed })
+        Ok(SpecialPolicy {
+            allowed,
+            disallowed,
+        })
     }
 
     /// Ids of one text (str or bytes) under `policy` (None: special-token text is ordinary).
     #[pyo3(signature = (text, policy=None))]
-    fn encode(&self, py: Python<'_>, text: &Bound<'_, PyAny>, policy: Option<PyRef<'_, SpecialPolicy>>) -> PyResult<Vec<u32>> {
+    fn encode(
+        &self,
+        py: Python<'_>,
+        text: &Bound<'_, PyAny>,
+        policy: Option<PyRef<'_, SpecialPolicy>>,
+    ) -> PyResult<Vec<u32>> {
         self.encode_one(py, text, policy.as_deref())
     }
 
@@ -290,7 +357,10 @@ impl Encoder {
         text: &Bound<'py, PyAny>,
         policy: Option<PyRef<'py, SpecialPolicy>>,
     ) -> PyResult<Bound<'py, PyArray1<u32>>> {
-        Ok(PyArray1::from_vec(py, self.encode_one(py, text, policy.as_deref())?))
+        Ok(PyArray1::from_vec(
+            py,
+            self.encode_one(py, text, policy.as_deref())?,
+        ))
     }
 
     /// Ids of many texts, in parallel with the GIL released; the order of the input is kept.
@@ -321,13 +391,18 @@ impl Encoder {
         let policy = policy.as_deref();
         let counts = self.run_batch(py, &texts, num_threads, |text| {
             let mut ids = Vec::new();
-            self.encode_into(text, policy, &mut ids).map(|()| ids.len() as u64)
+            self.encode_into(text, policy, &mut ids)
+                .map(|()| ids.len() as u64)
         })?;
         Ok(PyArray1::from_vec(py, counts))
     }
 
     /// The bytes of a sequence of ids (a list, or an int64 numpy array).
-    fn decode_bytes<'py>(&self, py: Python<'py>, ids: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+    fn decode_bytes<'py>(
+        &self,
+        py: Python<'py>,
+        ids: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyBytes>> {
         let mut out = Vec::new();
         let result = if let Ok(array) = ids.extract::<PyReadonlyArray1<i64>>() {
             self.decode_into(array.as_array().iter().copied(), &mut out)
@@ -337,12 +412,6 @@ impl Encoder {
         };
         result.map_err(|(id, position)| InvalidTokenId::new_err((id, position)))?;
         Ok(PyBytes::new(py, &out))
-    }
-
-    /// One past the largest id (ordinary or special).
-    #[getter]
-    fn id_limit(&self) -> usize {
-        self.token_known.len()
     }
 }
 

@@ -30,17 +30,26 @@ const NONE: u32 = u32::MAX;
 /// at 96 bytes costs ~20% less per byte than the heap at 97; past that its quadratic cost grows.
 const FLAT_SCAN_MAX_LEN: usize = 96;
 
-/// How adjacent tokens join: the rank and merged id of the pair made of `left` (bytes
-/// `piece[start..middle]`) and `right` (bytes `piece[middle..end]`), or `(NONE, NONE)`.
+/// How adjacent tokens join: the rank and merged id of the pair made of `left` and `right`,
+/// whose bytes together are `piece[start..end]`, or `(NONE, NONE)`. `tokens` maps every token
+/// that the segmenter answers whole to its id.
 pub trait MergeRule: Send + Sync {
-    fn join(&self, piece: &[u8], start: usize, end: usize, left: u32, right: u32) -> (u32, u32);
+    fn join(
+        &self,
+        tokens: &TokenMap,
+        piece: &[u8],
+        start: usize,
+        end: usize,
+        left: u32,
+        right: u32,
+    ) -> (u32, u32);
 }
 
 /// Byte strings -> ids. Strings of up to 7 bytes (most pre-tokens and tokens) are packed into a
 /// u64 key and those of up to 15 into a u128, so a lookup hashes and compares integers instead of
 /// slices, and the small-key table stays compact in cache (slice keys took a fifth of encoding
 /// time when profiled).
-#[derive(Default, Clone)]
+#[derive(Default)]
 pub struct TokenMap {
     small: FxHashMap<u64, u32>,
     medium: FxHashMap<u128, u32>,
@@ -85,14 +94,21 @@ impl TokenMap {
 }
 
 /// tiktoken's rule: a pair joins if its bytes are a token; rank and merged id are that token's id.
-pub struct ByteRanks {
-    ranks: TokenMap,
-}
+/// The ranks are the segmenter's whole-token map (rank = id), so it is not stored twice.
+pub struct ByteRanks;
 
 impl MergeRule for ByteRanks {
     #[inline]
-    fn join(&self, piece: &[u8], start: usize, end: usize, _left: u32, _right: u32) -> (u32, u32) {
-        match self.ranks.get(&piece[start..end]) {
+    fn join(
+        &self,
+        tokens: &TokenMap,
+        piece: &[u8],
+        start: usize,
+        end: usize,
+        _left: u32,
+        _right: u32,
+    ) -> (u32, u32) {
+        match tokens.get(&piece[start..end]) {
             Some(rank) => (rank, rank),
             None => (NONE, NONE),
         }
@@ -107,7 +123,15 @@ pub struct PairMerges {
 
 impl MergeRule for PairMerges {
     #[inline]
-    fn join(&self, _piece: &[u8], _start: usize, _end: usize, left: u32, right: u32) -> (u32, u32) {
+    fn join(
+        &self,
+        _tokens: &TokenMap,
+        _piece: &[u8],
+        _start: usize,
+        _end: usize,
+        left: u32,
+        right: u32,
+    ) -> (u32, u32) {
         match self.pairs.get(&(((left as u64) << 32) | right as u64)) {
             Some(&joined) => joined,
             None => (NONE, NONE),
@@ -159,8 +183,12 @@ pub fn from_ranks(tokens: &[Vec<u8>]) -> Result<MergesSegmenter<ByteRanks>, Stri
     }
     let byte_ids = byte_ids(tokens)?;
     // tiktoken answers any piece that is itself a token with that token, so `whole` is all of them.
-    let whole = ranks.clone();
-    Ok(MergesSegmenter { serial: next_serial(), rule: ByteRanks { ranks }, byte_ids, whole })
+    Ok(MergesSegmenter {
+        serial: next_serial(),
+        rule: ByteRanks,
+        byte_ids,
+        whole: ranks,
+    })
 }
 
 /// Builds the segmenter for a merge list: `merges[k] = (left, right, merged)` is the k-th merge.
@@ -172,12 +200,18 @@ pub fn from_merges(
     for (rank, &(left, right, merged)) in merges.iter().enumerate() {
         let key = ((left as u64) << 32) | right as u64;
         if pairs.insert(key, (rank as u32, merged)).is_some() {
-            return Err(format!("merge {rank} ({left}, {right}) repeats an earlier merge"));
+            return Err(format!(
+                "merge {rank} ({left}, {right}) repeats an earlier merge"
+            ));
         }
     }
     let byte_ids = byte_ids(tokens)?;
-    let mut segmenter =
-        MergesSegmenter { serial: next_serial(), rule: PairMerges { pairs }, byte_ids, whole: TokenMap::default() };
+    let mut segmenter = MergesSegmenter {
+        serial: next_serial(),
+        rule: PairMerges { pairs },
+        byte_ids,
+        whole: TokenMap::default(),
+    };
     // A token answers a whole piece only if replaying the merges on its bytes reaches it (true for
     // every token BPE trained, but a hand-made list may hold tokens no merge sequence reaches).
     let mut whole = TokenMap::default();
@@ -206,7 +240,9 @@ fn byte_ids(tokens: &[Vec<u8>]) -> Result<[u32; 256], String> {
         }
     }
     match byte_ids.iter().position(|&id| id == NONE) {
-        Some(byte) => Err(format!("byte 0x{byte:02x} is not a token; the merges segmenter needs all 256 single bytes")),
+        Some(byte) => Err(format!(
+            "byte 0x{byte:02x} is not a token; the merges segmenter needs all 256 single bytes"
+        )),
         None => Ok(byte_ids),
     }
 }
@@ -244,12 +280,23 @@ impl<R: MergeRule> MergesSegmenter<R> {
     fn merge_flat(&self, piece: &[u8], parts: &mut Vec<Part>, out: &mut Vec<u32>) {
         parts.clear();
         for (i, &byte) in piece.iter().enumerate() {
-            parts.push(Part { start: i as u32, id: self.byte_ids[byte as usize], rank: NONE, merged: NONE });
+            parts.push(Part {
+                start: i as u32,
+                id: self.byte_ids[byte as usize],
+                rank: NONE,
+                merged: NONE,
+            });
         }
-        parts.push(Part { start: piece.len() as u32, id: NONE, rank: NONE, merged: NONE });
+        parts.push(Part {
+            start: piece.len() as u32,
+            id: NONE,
+            rank: NONE,
+            merged: NONE,
+        });
         for i in 0..piece.len() - 1 {
             (parts[i].rank, parts[i].merged) =
-                self.rule.join(piece, i, i + 2, parts[i].id, parts[i + 1].id);
+                self.rule
+                    .join(&self.whole, piece, i, i + 2, parts[i].id, parts[i + 1].id);
         }
         loop {
             // The leftmost pair of lowest rank; the sentinel and the last token have rank NONE.
@@ -279,7 +326,14 @@ impl<R: MergeRule> MergesSegmenter<R> {
     fn rejoin(&self, piece: &[u8], parts: &mut [Part], i: usize) {
         (parts[i].rank, parts[i].merged) = if i + 2 < parts.len() {
             let end = parts[i + 2].start as usize;
-            self.rule.join(piece, parts[i].start as usize, end, parts[i].id, parts[i + 1].id)
+            self.rule.join(
+                &self.whole,
+                piece,
+                parts[i].start as usize,
+                end,
+                parts[i].id,
+                parts[i + 1].id,
+            )
         } else {
             (NONE, NONE)
         };
@@ -297,7 +351,9 @@ impl<R: MergeRule> MergesSegmenter<R> {
         let mut merged = vec![NONE; n];
         let mut heap = BinaryHeap::with_capacity(n);
         for i in 0..n - 1 {
-            (ranks[i], merged[i]) = self.rule.join(piece, i, i + 2, ids[i], ids[i + 1]);
+            (ranks[i], merged[i]) =
+                self.rule
+                    .join(&self.whole, piece, i, i + 2, ids[i], ids[i + 1]);
             if ranks[i] != NONE {
                 heap.push(Reverse((ranks[i], i as u32)));
             }
@@ -308,7 +364,14 @@ impl<R: MergeRule> MergesSegmenter<R> {
             if right >= n {
                 return (NONE, NONE);
             }
-            self.rule.join(piece, i, next[right] as usize, ids[i], ids[right])
+            self.rule.join(
+                &self.whole,
+                piece,
+                i,
+                next[right] as usize,
+                ids[i],
+                ids[right],
+            )
         };
         while let Some(Reverse((rank, i))) = heap.pop() {
             let i = i as usize;
