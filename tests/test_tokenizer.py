@@ -6,6 +6,7 @@ from __future__ import annotations
 import base64
 import json
 import os
+import pickle
 import random
 
 import numpy as np
@@ -216,7 +217,7 @@ def test_batch_numpy_and_counts_agree_with_encode(tokenizer, text_excerpts):
     texts += ["<|endoftext|>" + texts[0], b"\xff\xfe raw bytes", ""]
     single = [tokenizer.encode(text, allowed_special="all") for text in texts]
     for threads in (None, 1, 2, 3):
-        assert tokenizer.encode_batch(texts, num_threads=threads, allowed_special="all") == single
+        assert tokenizer.encode_batch(texts, threads, allowed_special="all") == single
     counts = tokenizer.count_tokens(texts, allowed_special="all")
     assert counts.tolist() == [len(ids) for ids in single]
     array = tokenizer.encode_to_numpy(texts[0], allowed_special="all")
@@ -305,6 +306,14 @@ def test_save_load_round_trip(tokenizer, tmp_path, text_excerpts):
     assert (tmp_path / "again.json").read_bytes() == path.read_bytes()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["again.json", "tok.json"]
     tokenizer.training = None
+
+
+def test_pickle_round_trip(trained_tokenizers, text_excerpts):
+    tokenizer = trained_tokenizers["hf-o200k"]
+    copy = pickle.loads(pickle.dumps(tokenizer))
+    assert copy.to_dict() == tokenizer.to_dict()
+    text = text_excerpts["handbook-es-ES.txt"]
+    assert copy.encode(text) == tokenizer.encode(text)
 
 
 def _saved_record(trained_tokenizers, tmp_path) -> tuple[dict, str]:

@@ -157,8 +157,8 @@ class Tokenizer:
     def encode_batch(
         self,
         texts: Iterable[str | bytes],
-        *,
         num_threads: int | None = None,
+        *,
         allowed_special: SpecialSet = frozenset(),
         disallowed_special: SpecialSet = "all",
     ) -> list[list[int]]:
@@ -169,15 +169,15 @@ class Tokenizer:
         except _core.SpecialTokenFound as found:
             raise self._special_error(*found.args, batch=True) from None
 
-    def encode_ordinary_batch(self, texts: Iterable[str | bytes], *, num_threads: int | None = None) -> list[list[int]]:
+    def encode_ordinary_batch(self, texts: Iterable[str | bytes], num_threads: int | None = None) -> list[list[int]]:
         """`encode_ordinary` of each text, in parallel."""
         return self._encoder.encode_batch(list(texts), None, _threads(num_threads))
 
     def count_tokens(
         self,
         texts: Iterable[str | bytes],
-        *,
         num_threads: int | None = None,
+        *,
         allowed_special: SpecialSet = frozenset(),
         disallowed_special: SpecialSet = "all",
     ) -> np.ndarray:
@@ -277,6 +277,10 @@ class Tokenizer:
     def special_tokens(self) -> dict[str, int]:
         """Special-token text -> id (a copy)."""
         return dict(self._special_tokens)
+
+    def __reduce__(self) -> tuple:
+        # Pickled as its file record (the Rust encoder is rebuilt), e.g. for multiprocessing.
+        return (_from_record, (self.to_dict(), "pickled tokenizer"))
 
     def __repr__(self) -> str:
         return (
