@@ -1,4 +1,6 @@
 """polytok: build, apply, certify and compare tokenisers."""
 from polytok.errors import Error
 
-__all__ = ["Error"]
+__version__ = "0.1.0"
+
+__all__ = ["Error", "__version__"]
