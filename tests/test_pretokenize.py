@@ -85,7 +85,7 @@ def test_character_tables_equal_regex_on_every_code_point() -> None:
 
 
 @pytest.mark.parametrize("name", PRESET_NAMES)
-@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=preset_text)
 def test_preset_equals_regex_findall(pretokenizers: dict, name: str, text: str) -> None:
     assert pretokenizers[name].split(text) == findall_bytes(COMPILED[name], text)
@@ -129,6 +129,7 @@ PATHOLOGICAL = {
     "CJK": ("中", ""),
     "combining marks": ("\u0301", ""),
     "newlines": ("\n", ""),
+    "apostrophes": ("'", ""),
     "mixed whitespace": (" \t\u3000\u00a0", "x"),
     "whitespace with line breaks": (" \r\n\t", "x"),
     "spaces before a letter": (" ", "x"),
@@ -168,6 +169,14 @@ def test_long_digit_runs_are_cut_by_the_digit_limit(pretokenizers: dict, name: s
     lengths = pretokenizers[name].piece_lengths(b"7" * TEN_MB)
     assert lengths.sum() == TEN_MB
     assert (lengths[:-1] == limit).all() and 0 < lengths[-1] <= limit
+
+
+@pytest.mark.parametrize("name", PRESET_NAMES)
+def test_long_invalid_utf8_is_split_in_linear_time(pretokenizers: dict, name: str) -> None:
+    assert pretokenizers[name].piece_lengths(b"\xff" * TEN_MB).tolist() == [TEN_MB]
+    # A truncated euro sign before each letter: invalid and valid runs alternate.
+    lengths = pretokenizers[name].piece_lengths(b"\xe2\x82a" * (TEN_MB // 3))
+    assert lengths.tolist() == [2, 1] * (TEN_MB // 3)
 
 
 # User regexes with lookahead, lookbehind, possessive quantifiers and atomic groups. Their text

@@ -90,27 +90,3 @@ pub fn decode(text: &[u8], at: usize) -> (u32, usize) {
     }
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn table_reproduces_every_range() {
-        let classes = CharClasses::get();
-        let mut expected = vec![0u8; CODE_POINTS];
-        for &(first, last, flags) in RANGES.iter() {
-            expected[first as usize..=last as usize].fill(flags);
-        }
-        for code_point in 0..CODE_POINTS as u32 {
-            assert_eq!(classes.of(code_point), expected[code_point as usize], "{code_point:#x}");
-        }
-    }
-
-    #[test]
-    fn decode_agrees_with_std() {
-        for text in ["é", "€", "𝔘", "ſ", "\u{10FFFF}", "\u{80}", "\u{7FF}", "\u{800}", "\u{FFFF}"] {
-            let expected = text.chars().next().unwrap() as u32;
-            assert_eq!(decode(text.as_bytes(), 0), (expected, text.len()));
-        }
-    }
-}

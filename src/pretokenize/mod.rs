@@ -192,6 +192,12 @@ impl PreTokenizer {
     }
 }
 
+// The tokeniser and the counting workers share one PreTokenizer across threads.
+const _: () = {
+    const fn assert_thread_safe<T: Send + Sync>() {}
+    assert_thread_safe::<PreTokenizer>();
+};
+
 fn compile(pattern: &str) -> Result<fancy_regex::Regex, String> {
     fancy_regex::Regex::new(pattern).map_err(|error| {
         // The regex crate's own message (e.g. which `\p{..}` class is unknown) sits in the

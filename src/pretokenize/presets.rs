@@ -82,11 +82,24 @@ fn is_other(flags: u8) -> bool {
 }
 
 /// What `\s+` sees from a start position: where the run ends, where its last character starts,
-/// and the end of its last `\r` or `\n` (0 if none).
+/// and the end of its last `\r` or `\n`.
 struct SpaceRun {
     end: usize,
     last_start: usize,
-    after_last_newline: usize,
+    after_last_newline: Option<usize>,
+}
+
+/// The order of a preset's alternatives for a whitespace run not claimed by a word or
+/// punctuation alternative.
+#[derive(Clone, Copy)]
+enum SpaceRule {
+    /// gpt2: `\s++$|\s+(?!\S)|\s`.
+    EndThenLookahead,
+    /// cl100k: `\s++$|\s*[\r\n]|\s+(?!\S)|\s`.
+    EndThenLineBreak,
+    /// nanochat `\s*[\r\n]|\s+(?!\S)|\s+` and o200k `\s*[\r\n]+|\s+(?!\S)|\s+`: the `+` after
+    /// `[\r\n]` changes nothing, as `\s*` has already backed off to the last line break.
+    LineBreakFirst,
 }
 
 struct Scanner<'a> {
@@ -172,7 +185,7 @@ impl<'a> Scanner<'a> {
     #[inline(always)]
     fn space_run(&self, start: usize) -> SpaceRun {
         let text = self.text;
-        let mut run = SpaceRun { end: start, last_start: start, after_last_newline: 0 };
+        let mut run = SpaceRun { end: start, last_start: start, after_last_newline: None };
         while run.end < text.len() {
             let byte = text[run.end];
             let length = if byte < 0x80 {
@@ -180,7 +193,7 @@ impl<'a> Scanner<'a> {
                     break;
                 }
                 if byte == b'\n' || byte == b'\r' {
-                    run.after_last_newline = run.end + 1;
+                    run.after_last_newline = Some(run.end + 1);
                 }
                 1
             } else {
@@ -248,29 +261,31 @@ impl<'a> Scanner<'a> {
         }
     }
 
-    /// The whitespace alternatives `\s++$|\s*[\r\n]|\s+(?!\S)|\s` (cl100k, gpt2 without the
-    /// newline one) or `\s*[\r\n]|\s+(?!\S)|\s+` (nanochat), from whitespace at `start`.
+    /// The preset's whitespace alternatives (see `SpaceRule`) from whitespace at `start`.
     #[inline(always)]
-    fn space(&self, start: usize, newline_first: bool, use_newline: bool) -> usize {
+    fn space(&self, start: usize, rule: SpaceRule) -> usize {
         let run = self.space_run(start);
-        let at_end = run.end == self.text.len();
-        if use_newline && newline_first && run.after_last_newline != 0 {
-            // `\s*[\r\n]`: the greedy `\s*` backs off to the run's last line break.
-            return run.after_last_newline;
+        let line_break = match rule {
+            SpaceRule::EndThenLookahead => None,
+            _ => run.after_last_newline,
+        };
+        if let (SpaceRule::LineBreakFirst, Some(end)) = (rule, line_break) {
+            return end;
         }
-        if at_end {
-            // `\s++$` (or `\s+(?!\S)`): nothing but whitespace up to the end.
+        if run.end == self.text.len() {
+            // `\s++$`, or `\s+(?!\S)` with nothing after the run.
             return run.end;
         }
-        if use_newline && run.after_last_newline != 0 {
-            return run.after_last_newline;
+        if let Some(end) = line_break {
+            // `\s*[\r\n]`: the greedy `\s*` backs off to the run's last line break.
+            return end;
         }
         if run.last_start > start {
-            // `\s+(?!\S)`: the run followed by a non-space gives back its last character, so the
-            // space before a word can start the word's piece.
+            // `\s+(?!\S)`: a run followed by a non-space gives back its last character, so
+            // that character can start the next piece (a space before a word joins the word).
             return run.last_start;
         }
-        run.end
+        run.end // `\s` (or `\s+`) on a single whitespace character
     }
 
     /// The word, number and punctuation alternatives shared by cl100k and nanochat:
@@ -299,11 +314,11 @@ impl<'a> Scanner<'a> {
     }
 
     fn cl100k(&self, start: usize) -> usize {
-        self.gpt4_style(start, 3).unwrap_or_else(|| self.space(start, false, true))
+        self.gpt4_style(start, 3).unwrap_or_else(|| self.space(start, SpaceRule::EndThenLineBreak))
     }
 
     fn nanochat(&self, start: usize) -> usize {
-        self.gpt4_style(start, 2).unwrap_or_else(|| self.space(start, true, true))
+        self.gpt4_style(start, 2).unwrap_or_else(|| self.space(start, SpaceRule::LineBreakFirst))
     }
 
     /// `'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s`.
@@ -320,7 +335,7 @@ impl<'a> Scanner<'a> {
         } else if is_other(flags) {
             self.run(body, is_other)
         } else {
-            self.space(start, false, false)
+            self.space(start, SpaceRule::EndThenLookahead)
         }
     }
 
@@ -377,6 +392,6 @@ impl<'a> Scanner<'a> {
             let end = self.run(other_start, is_other);
             return self.bytes_in(end, b"\r\n/");
         }
-        self.space(start, true, true)
+        self.space(start, SpaceRule::LineBreakFirst)
     }
 }
