@@ -293,18 +293,21 @@ impl<'a> Scanner<'a> {
     #[inline(always)]
     fn gpt4_style(&self, start: usize, digits: usize) -> Option<usize> {
         let (flags, length) = self.class_at(start);
+        // A letter cannot start a contraction, so testing it first keeps the pattern's order.
         if flags & LETTER != 0 {
             return Some(self.run(start + length, |f| f & LETTER != 0));
         }
         if let Some(end) = self.contraction(start, true) {
             return Some(end);
         }
+        // `?+` is possessive: once the prefix is taken, a letter must follow or the alternative fails.
         if self.is_word_prefix(start, flags) && self.flags_at(start + length) & LETTER != 0 {
             return Some(self.run(start + length, |f| f & LETTER != 0));
         }
         if flags & NUMBER != 0 {
             return Some(self.numbers(start, digits));
         }
+        // ` ?` keeps a space only if punctuation follows it.
         let other_start = if self.text[start] == b' ' { start + 1 } else { start };
         if other_start < self.text.len() && is_other(self.flags_at(other_start)) {
             let end = self.run(other_start, is_other);
@@ -326,6 +329,7 @@ impl<'a> Scanner<'a> {
         if let Some(end) = self.contraction(start, false) {
             return end;
         }
+        // Each ` ?` keeps a leading space only if its alternative's class follows it.
         let body = if self.text[start] == b' ' && start + 1 < self.text.len() { start + 1 } else { start };
         let flags = self.flags_at(body);
         if flags & LETTER != 0 {
@@ -376,6 +380,7 @@ impl<'a> Scanner<'a> {
     fn o200k(&self, start: usize) -> usize {
         let (flags, length) = self.class_at(start);
         let prefixed = self.is_word_prefix(start, flags);
+        // Each word alternative tries its optional prefix first (`?` is greedy), then without.
         let word = (prefixed.then(|| self.o200k_lower_word(start + length)).flatten())
             .or_else(|| self.o200k_lower_word(start))
             .or_else(|| prefixed.then(|| self.o200k_upper_word(start + length)).flatten())
