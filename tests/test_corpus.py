@@ -227,6 +227,22 @@ def test_globs_and_lists_of_paths(tmp_path):
         list(iter_documents(str(tmp_path / "z*.txt")))
 
 
+def test_lists_of_strings_are_paths_only_when_every_string_looks_like_one(tmp_path):
+    (tmp_path / "a.txt").write_text("from a\n")
+    (tmp_path / "b.jsonl").write_text('{"text": "from b"}\n')
+    a, b = str(tmp_path / "a.txt"), str(tmp_path / "b.jsonl")
+    # As a command line passes them: existing files, globs, or missing names with a corpus suffix.
+    assert list(iter_documents([a, b])) == ["from a\n", "from b"]
+    assert list(iter_documents((str(tmp_path / "*.jsonl"), a))) == ["from b", "from a\n"]
+    with pytest.raises(CorpusError, match=r"no such file or directory: 'missing\.txt'"):
+        list(iter_documents([a, "missing.txt"]))
+    # Any string that does not look like a path makes every string of the list a document.
+    assert list(iter_documents([a, "hello world"])) == [a, "hello world"]
+    assert list(iter_documents(["see notes.txt", "line\n"])) == ["see notes.txt", "line\n"]
+    # Other iterables always yield documents.
+    assert list(iter_documents(name for name in [a])) == [a]
+
+
 def test_iterables_of_documents_pass_through_and_may_mix_in_paths(tmp_path):
     (tmp_path / "f.txt").write_text("from a file\n")
     documents = ["text", b"raw \xff bytes", bytearray(b"array"), tmp_path / "f.txt", ""]

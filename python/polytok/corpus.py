@@ -1,8 +1,10 @@
 """Reading corpora as a stream of documents (str, or bytes with errors="bytes").
 
 A source is a path, a directory (read recursively, in sorted order), a glob, or an iterable whose
-items are documents (str or bytes) or paths (os.PathLike). Files are read by suffix, each
-optionally compressed (.gz, .zst):
+items are documents (str or bytes) or paths (os.PathLike). A list or tuple of strings is a list of
+paths, as a command line passes them, when every string names an existing file or directory,
+matches a glob, or is a file name with a corpus suffix (below); otherwise its strings are
+documents. Files are read by suffix, each optionally compressed (.gz, .zst):
 
 - ``.jsonl``: one JSON object per line; the document is the string in ``text_field``.
 - ``.parquet``: the document is the value in ``text_column``; read in record batches.
@@ -112,14 +114,15 @@ def iter_documents(
         raise CorpusError(
             f"a corpus is a path, a glob or an iterable of documents; got {type(source).__name__}"
         ) from None
+    strings_are_paths = isinstance(source, (list, tuple)) and _is_list_of_paths(source)
     for index, item in enumerate(items):
-        if isinstance(item, (str, bytes)):
+        if isinstance(item, os.PathLike) or (strings_are_paths and isinstance(item, str)):
+            for path in expand_paths(item):
+                yield from read_file(path, **options)
+        elif isinstance(item, (str, bytes)):
             yield item
         elif isinstance(item, bytearray):
             yield bytes(item)
-        elif isinstance(item, os.PathLike):
-            for path in expand_paths(item):
-                yield from read_file(path, **options)
         else:
             raise CorpusError(
                 f"corpus item {index} is {type(item).__name__}; expected str or bytes (a document) "
@@ -127,14 +130,28 @@ def iter_documents(
             )
 
 
+def _is_list_of_paths(items: list | tuple) -> bool:
+    """Whether the strings of a list look like the file arguments of a command line."""
+    strings = [item for item in items if isinstance(item, str)]
+    # all() stops at the first document, so a long list of documents costs one check.
+    return bool(strings) and all(_looks_like_path(string) for string in strings)
+
+
+def _looks_like_path(text: str) -> bool:
+    if not text or "\n" in text or "\0" in text or len(text) > 4096:
+        return False
+    if os.path.exists(text) or (glob.has_magic(text) and glob.glob(text, recursive=True)):
+        return True
+    return not any(character.isspace() for character in text) and _base_suffix(text) in TEXT_SUFFIXES
+
+
 def expand_paths(spec: str | os.PathLike[str]) -> list[Path]:
     """The files a path, directory or glob names, in sorted order; CorpusError if there are none."""
     text = os.fspath(spec)
     if glob.has_magic(text):
-        matches = sorted(glob.glob(text, recursive=True))
-        files = [Path(match) for match in matches if os.path.isfile(match)]
-        for directory in (Path(match) for match in matches if os.path.isdir(match)):
-            files.extend(_text_files_under(directory))
+        files = []
+        for match in sorted(glob.glob(text, recursive=True)):
+            files.extend(_text_files_under(Path(match)) if os.path.isdir(match) else [Path(match)])
         if not files:
             raise CorpusError(f"no files match {text!r}")
         return files
