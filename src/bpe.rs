@@ -89,9 +89,18 @@ impl Words {
             ));
         }
         if let Some(i) = offsets.windows(2).position(|w| w[0] > w[1]) {
-            return Err(format!("offsets must not decrease, but offsets[{}] > offsets[{}]", i, i + 1));
+            return Err(format!(
+                "offsets must not decrease, but offsets[{}] > offsets[{}]",
+                i,
+                i + 1
+            ));
         }
-        let mut words = Words { symbols: Vec::new(), starts: Vec::new(), lengths: Vec::new(), counts: Vec::new() };
+        let mut words = Words {
+            symbols: Vec::new(),
+            starts: Vec::new(),
+            lengths: Vec::new(),
+            counts: Vec::new(),
+        };
         for (i, &count) in counts.iter().enumerate() {
             let word = &data[offsets[i] as usize..offsets[i + 1] as usize];
             if word.len() < 2 || count == 0 {
@@ -210,36 +219,59 @@ fn merge_word(
     words.lengths[w] = write as u32;
 }
 
-/// Learns up to `num_merges` merges from unique pre-tokens (`data` cut at `offsets`) with their
-/// `counts`. `progress` is called with the number of merges done every `progress_every` merges
-/// and once more at the end if that number was not just reported; returning `Break` stops
-/// training (the merges so far are returned).
+/// What to train: at most `num_merges` merges, each of a pair seen at least `min_frequency`
+/// times, with a progress report every `progress_every` merges.
+#[derive(Clone, Copy)]
+pub struct Options {
+    pub num_merges: usize,
+    pub min_frequency: u64,
+    pub progress_every: usize,
+}
+
+/// Learns merges from unique pre-tokens (`data` cut at `offsets`) with their `counts`.
+/// `progress` is called with the number of merges done every `progress_every` merges and once
+/// more at the end if that number was not just reported; returning `Break` stops training (the
+/// merges so far are returned). `pool` runs the parallel part (the global pool if None).
 pub fn train(
     data: &[u8],
     offsets: &[i64],
     counts: &[u64],
-    num_merges: usize,
-    min_frequency: u64,
+    options: &Options,
     pool: Option<&rayon::ThreadPool>,
-    progress_every: usize,
     progress: &mut dyn FnMut(usize) -> ControlFlow<()>,
 ) -> Result<Trained, String> {
+    let Options {
+        num_merges,
+        min_frequency,
+        progress_every,
+    } = *options;
     if num_merges > (u32::MAX - 256) as usize {
-        return Err(format!("num_merges must be below 2^32 - 256, got {num_merges}"));
+        return Err(format!(
+            "num_merges must be below 2^32 - 256, got {num_merges}"
+        ));
     }
     let mut words = Words::new(data, offsets, counts)?;
     let mut stats = match pool {
         Some(pool) => pool.install(|| count_pairs(&words)),
         None => count_pairs(&words),
     };
-    let mut heap: BinaryHeap<(u64, Reverse<Pair>)> =
-        stats.iter().map(|(&pair, entry)| (entry.count, Reverse(pair))).collect();
-    let mut trained = Trained { merges: Vec::with_capacity(num_merges), counts: Vec::with_capacity(num_merges) };
+    let mut heap: BinaryHeap<(u64, Reverse<Pair>)> = stats
+        .iter()
+        .map(|(&pair, entry)| (entry.count, Reverse(pair)))
+        .collect();
+    // Each merge removes at least one symbol, which bounds the merges (and the reservation).
+    let most = num_merges.min(words.symbols.len());
+    let mut trained = Trained {
+        merges: Vec::with_capacity(most),
+        counts: Vec::with_capacity(most),
+    };
     let mut added: Vec<Pair> = Vec::new();
     let min_frequency = min_frequency.max(1);
     let progress_every = progress_every.max(1);
     while trained.merges.len() < num_merges {
-        let Some((count, Reverse(pair))) = heap.pop() else { break };
+        let Some((count, Reverse(pair))) = heap.pop() else {
+            break;
+        };
         // Counts only fall after a pair is pushed (every new pair contains the newest token),
         // so an entry is either current or too high; a too-high one goes back with its count.
         let current = stats.get(&pair).map_or(0, |entry| entry.count);
@@ -254,12 +286,22 @@ pub fn train(
         }
         let (left, right) = unpack(pair);
         let token = 256 + trained.merges.len() as u32;
-        let mut candidates = stats.remove(&pair).map(|entry| entry.words).unwrap_or_default();
+        let mut candidates = stats
+            .remove(&pair)
+            .map(|entry| entry.words)
+            .unwrap_or_default();
         candidates.sort_unstable();
         candidates.dedup();
         added.clear();
         for &w in &candidates {
-            merge_word(&mut words, w as usize, (left, right), token, &mut stats, &mut added);
+            merge_word(
+                &mut words,
+                w as usize,
+                (left, right),
+                token,
+                &mut stats,
+                &mut added,
+            );
         }
         added.sort_unstable();
         added.dedup();
@@ -270,11 +312,13 @@ pub fn train(
         }
         trained.merges.push((left, right));
         trained.counts.push(count);
-        if trained.merges.len() % progress_every == 0 && progress(trained.merges.len()).is_break() {
+        if trained.merges.len().is_multiple_of(progress_every)
+            && progress(trained.merges.len()).is_break()
+        {
             return Ok(trained);
         }
     }
-    if trained.merges.len() % progress_every != 0 {
+    if !trained.merges.len().is_multiple_of(progress_every) {
         let _ = progress(trained.merges.len());
     }
     Ok(trained)
@@ -326,15 +370,24 @@ fn bpe_train<'py>(
                 }
             })
         };
-        train(data, offsets, counts, num_merges, min_frequency, pool.as_ref(), progress_every, &mut report)
+        let options = Options {
+            num_merges,
+            min_frequency,
+            progress_every,
+        };
+        train(data, offsets, counts, &options, pool.as_ref(), &mut report)
     });
     if let Some(error) = callback_error {
         return Err(error);
     }
     let trained = result.map_err(PyValueError::new_err)?;
     let flat: Vec<u32> = trained.merges.iter().flat_map(|&(l, r)| [l, r]).collect();
-    let merges = Array2::from_shape_vec((trained.merges.len(), 2), flat).expect("two ids per merge");
-    Ok((merges.into_pyarray(py), PyArray1::from_vec(py, trained.counts)))
+    let merges =
+        Array2::from_shape_vec((trained.merges.len(), 2), flat).expect("two ids per merge");
+    Ok((
+        merges.into_pyarray(py),
+        PyArray1::from_vec(py, trained.counts),
+    ))
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {

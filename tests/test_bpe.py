@@ -204,7 +204,7 @@ def test_special_ids_follow_the_learned_tokens_when_training_stops_early(recordi
 
 def test_train_uses_the_counts_and_their_pattern(recording_tokenizer):
     counts = WordCounts.from_dict({b"abab": 2}, pattern=polytok.pretokenize.PRESETS["cl100k"])
-    tokenizer = train(counts, vocab_size=258, progress=False)
+    tokenizer = train(counts, vocab_size=np.int64(258), min_frequency=np.uint8(1), progress=False)
     assert tokenizer.vocab[256:] == [b"ab", b"abab"]
     # The same pattern named by its preset is not a conflict.
     assert train(counts, vocab_size=258, pattern="cl100k", progress=False).vocab == tokenizer.vocab
@@ -225,6 +225,26 @@ def test_train_counts_a_corpus_with_the_pattern_and_special_tokens(recording_tok
     assert tokenizer.fields["special_tokens"] == {"<s>": 258}
 
 
+def test_trained_tokenizer_cuts_each_pre_token_as_training_left_it():
+    # Runs once polytok.tokenizer exists: encoding replays the merges, and must give every
+    # training pre-token the pieces the naive training loop ended with.
+    pytest.importorskip("polytok.tokenizer")
+    names = ["kjv.txt", "handbook-fr-FR.txt", "handbook-zh-CN.txt"]
+    text = b"".join((DATA / name).read_bytes()[:8000] for name in names)
+    pieces = Counter(PreTokenizer("cl100k").split(text))
+    tokenizer = train(WordCounts.from_dict(pieces, pattern="cl100k"), vocab_size=957,
+                      special_tokens=["<|endoftext|>"], progress=False)
+    assert tokenizer.vocab_size == 957 and tokenizer.special_tokens == {"<|endoftext|>": 956}
+    words = {tuple(word): count for word, count in pieces.items()}
+    for k, pair in enumerate(tokenizer.merges):
+        words = reference_bpe.merge(words, pair, 256 + k)
+    for word in words:
+        assert tokenizer.encode_ordinary(b"".join(tokenizer.vocab[i] for i in word)) == list(word)
+    ids = tokenizer.encode_ordinary(text)
+    assert len(ids) == sum(len(word) * count for word, count in words.items())
+    assert tokenizer.decode_bytes(ids) == text
+
+
 # --- bad input ----------------------------------------------------------------------------------
 
 SMALL = WordCounts.from_dict({b"abc": 1}, pattern="cl100k")
@@ -236,6 +256,7 @@ SMALL = WordCounts.from_dict({b"abc": 1}, pattern="cl100k")
         (lambda: train(SMALL, vocab_size=257, special_tokens=["<a>", "<b>"]), "vocab_size must be an integer of at least 258"),
         (lambda: train(SMALL, vocab_size=100), "at least 256"),
         (lambda: train(SMALL, vocab_size=300.0), "vocab_size"),
+        (lambda: train(SMALL, vocab_size=True), "vocab_size"),
         (lambda: train(SMALL, algorithm="wordpeace", vocab_size=300), "unknown algorithm 'wordpeace'; known: bpe"),
         (lambda: train(SMALL, vocab_size=300, special_tokens=["<s>", "<t>", "<s>"]), "['<s>'] given more than once"),
         (lambda: train(SMALL, vocab_size=300, special_tokens="<s>"), "list of strings"),

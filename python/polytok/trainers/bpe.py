@@ -7,7 +7,8 @@ Training stops early, with a smaller vocabulary, when no pair occurs `min_freque
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from numbers import Integral
+from typing import TYPE_CHECKING, Any, Sequence
 
 from tqdm.auto import tqdm
 
@@ -33,9 +34,9 @@ def learn_merges(
 ) -> tuple[list[bytes], list[tuple[int, int]], list[int]]:
     """Learn at most `num_merges` merges; returns (vocabulary without special tokens, merges,
     the pair count each merge was chosen with)."""
-    if not isinstance(min_frequency, int) or min_frequency < 1:
+    if not is_integer(min_frequency) or min_frequency < 1:
         raise ConfigError(f"min_frequency must be an integer >= 1, got {min_frequency!r}")
-    if num_threads is not None and (not isinstance(num_threads, int) or num_threads < 1):
+    if num_threads is not None and (not is_integer(num_threads) or num_threads < 1):
         raise ConfigError(f"num_threads must be an integer >= 1 or None (all cores), got {num_threads!r}")
     with tqdm(total=num_merges, desc="BPE merges", unit="merge", disable=not progress, leave=False) as bar:
         try:
@@ -44,8 +45,8 @@ def learn_merges(
                 counts.offsets,
                 counts.counts,
                 num_merges,
-                min_frequency=min_frequency,
-                num_threads=num_threads,
+                min_frequency=int(min_frequency),
+                num_threads=None if num_threads is None else int(num_threads),
                 progress=(lambda done: bar.update(done - bar.n)) if progress else None,
                 progress_every=PROGRESS_EVERY,
             )
@@ -77,7 +78,7 @@ def train_bpe(
         counts, num_merges, min_frequency=min_frequency, num_threads=num_threads, progress=progress
     )
     training = {
-        "vocab_size": vocab_size,
+        "vocab_size": int(vocab_size),
         "min_frequency": min_frequency,
         "merges": len(merges),
         "stopped_early": len(merges) < num_merges,
@@ -91,12 +92,17 @@ def train_bpe(
 def merge_budget(vocab_size: int, special_tokens: Sequence[str]) -> int:
     """The number of merges that `vocab_size` leaves after the 256 bytes and the special tokens."""
     minimum = 256 + len(special_tokens)
-    if not isinstance(vocab_size, int) or isinstance(vocab_size, bool) or vocab_size < minimum:
+    if not is_integer(vocab_size) or vocab_size < minimum:
         raise ConfigError(
             f"vocab_size must be an integer of at least {minimum} (256 bytes + "
             f"{len(special_tokens)} special tokens), got {vocab_size!r}"
         )
-    return vocab_size - minimum
+    return int(vocab_size) - minimum
+
+
+def is_integer(value: Any) -> bool:
+    """True for Python and numpy integers, False for bools, floats and the rest."""
+    return isinstance(value, Integral) and not isinstance(value, bool)
 
 
 def check_special_tokens(special_tokens: Sequence[str] | None) -> list[str]:
