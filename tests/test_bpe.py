@@ -158,10 +158,12 @@ def test_an_exception_in_progress_stops_training_and_propagates():
         _core.bpe_train(counts.data, counts.offsets, counts.counts, 1000, progress=interrupt, progress_every=10)
 
 
-def test_progress_bar_does_not_change_the_result(capsys):
+def test_progress_bar_shows_and_does_not_change_the_result(capsys):
     counts = pretokenized(["kjv.txt"], 5000)
     quiet = learn(counts, 300)
+    assert capsys.readouterr().err == ""
     assert learn_merges(WordCounts.from_dict(counts), 300, progress=True) == quiet
+    assert "BPE merges" in capsys.readouterr().err
 
 
 # --- the Tokenizer and the dispatcher ---------------------------------------------------------
