@@ -2,8 +2,22 @@
 from polytok import corpus, errors
 from polytok.counts import WordCounts, count
 from polytok.errors import Error
+from polytok.formats import load
+from polytok.formats.tiktoken import load_tiktoken
+from polytok.tokenizer import Tokenizer
 from polytok.trainers import train
 
 __version__ = "0.1.0"
 
-__all__ = ["Error", "WordCounts", "__version__", "corpus", "count", "errors", "train"]
+__all__ = [
+    "Error",
+    "Tokenizer",
+    "WordCounts",
+    "__version__",
+    "corpus",
+    "count",
+    "errors",
+    "load",
+    "load_tiktoken",
+    "train",
+]

@@ -1,0 +1,87 @@
+"""tiktoken's ranks file: one line per token, "base64(token) rank", ranks 0..N-1.
+
+The file holds only the ranks; the pre-tokenisation pattern and the special tokens are given
+when loading, as with `tiktoken.Encoding(pat_str=..., mergeable_ranks=..., special_tokens=...)`.
+A rank is the token's id, and tiktoken merges the adjacent pair whose bytes have the lowest rank.
+"""
+from __future__ import annotations
+
+import base64
+import binascii
+from pathlib import Path
+
+from polytok.errors import ConfigError, FormatError, PatternError
+from polytok.tokenizer import Tokenizer
+
+
+def save_tiktoken(tokenizer: Tokenizer, path: str | Path) -> None:
+    """Writes the ordinary tokens as tiktoken ranks (rank = id); special tokens are not stored."""
+    from polytok.formats import write_atomically
+
+    if tokenizer.segmenter != "merges":
+        raise ConfigError(
+            f"a tiktoken file holds BPE ranks, but this tokeniser uses the {tokenizer.segmenter!r} "
+            f"segmenter; tiktoken would not reproduce its ids"
+        )
+    first_id: dict[bytes, int] = {}
+    for token_id, token in enumerate(tokenizer.vocab):
+        if token in first_id:
+            raise ConfigError(
+                f"tokens {first_id[token]} and {token_id} are both {token!r}; tiktoken ranks need distinct tokens"
+            )
+        first_id[token] = token_id
+    lines = (f"{base64.b64encode(token).decode('ascii')} {rank}\n" for rank, token in enumerate(tokenizer.vocab))
+    write_atomically(path, "".join(lines).encode("ascii"))
+
+
+def load_tiktoken(
+    path: str | Path,
+    *,
+    pattern: str | None,
+    special_tokens: dict[str, int] | None = None,
+) -> Tokenizer:
+    """Reads a tiktoken ranks file; `pattern` (a preset name or regex) and `special_tokens`
+    (text -> id, ids after the ranks) complete the tokeniser. Errors name the line."""
+    path = Path(path)
+    try:
+        lines = path.read_bytes().splitlines()
+    except OSError as error:
+        raise FormatError(f"cannot read tiktoken file {path}: {error.strerror}") from None
+    tokens: dict[int, bytes] = {}
+    for number, line in enumerate(lines, start=1):
+        if not line.strip():
+            continue
+        parts = line.split()
+        shown = [part[:80].decode("utf-8", "replace") for part in parts]
+        if len(parts) != 2:
+            raise FormatError(f"tiktoken file {path} line {number}: expected 'base64-token rank', found {line[:80].decode('utf-8', 'replace')!r}")
+        try:
+            token = base64.b64decode(parts[0], validate=True)
+        except binascii.Error:
+            raise FormatError(f"tiktoken file {path} line {number}: {shown[0]!r} is not valid base64") from None
+        try:
+            rank = int(parts[1])
+        except ValueError:
+            raise FormatError(f"tiktoken file {path} line {number}: rank {shown[1]!r} is not an integer") from None
+        if rank < 0 or not token:
+            raise FormatError(f"tiktoken file {path} line {number}: needs a non-empty token and a rank >= 0")
+        if rank in tokens:
+            raise FormatError(f"tiktoken file {path} line {number}: rank {rank} appears twice")
+        tokens[rank] = token
+    if not tokens:
+        raise FormatError(f"tiktoken file {path} holds no tokens")
+    missing = next((rank for rank in range(len(tokens)) if rank not in tokens), None)
+    if missing is not None:
+        raise FormatError(f"tiktoken file {path}: rank {missing} is missing; ranks must be 0..{len(tokens) - 1}")
+    try:
+        return Tokenizer(
+            [tokens[rank] for rank in range(len(tokens))],
+            segmenter="merges",
+            pattern=pattern,
+            special_tokens=special_tokens,
+            algorithm="bpe",
+        )
+    except PatternError:
+        raise
+    except ConfigError as error:
+        raise FormatError(f"tiktoken file {path}: {error}") from None

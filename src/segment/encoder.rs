@@ -1,0 +1,345 @@
+//! The `Encoder`: pre-tokeniser + segmenter + special tokens + the id -> bytes table. The Python
+//! `Tokenizer` wraps one; every segmenter file adds its own constructor through a separate
+//! `#[pymethods] impl Encoder` block that calls `Encoder::from_parts`.
+//!
+//! Special tokens follow tiktoken: a *policy* names which special tokens become their ids
+//! (allowed) and which raise if their text occurs anywhere in the input (disallowed); any other
+//! special-token text is ordinary text. Policies are built once and reused across calls.
+use std::borrow::Cow;
+
+use aho_corasick::{AhoCorasick, MatchKind};
+use numpy::{PyArray1, PyReadonlyArray1};
+use pyo3::exceptions::{PyException, PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyString};
+use rayon::prelude::*;
+
+use super::{merges, Segmenter};
+use crate::pretokenize::PreTokenizer;
+
+pyo3::create_exception!(
+    polytok._core,
+    SpecialTokenFound,
+    PyException,
+    "A disallowed special token occurs in the input: args = (token bytes, document index)."
+);
+pyo3::create_exception!(
+    polytok._core,
+    InvalidTokenId,
+    PyException,
+    "An id that is no token: args = (id, position in the input)."
+);
+pyo3::create_exception!(
+    polytok._core,
+    InvalidPattern,
+    PyException,
+    "The pre-tokenisation regex does not compile: args = (message,)."
+);
+
+/// Why an `Encoder` could not be built.
+pub enum BuildError {
+    Pattern(String),
+    Vocabulary(String),
+}
+
+impl From<BuildError> for PyErr {
+    fn from(error: BuildError) -> PyErr {
+        match error {
+            BuildError::Pattern(message) => InvalidPattern::new_err(message),
+            BuildError::Vocabulary(message) => PyValueError::new_err(message),
+        }
+    }
+}
+
+#[pyclass(module = "polytok._core", frozen)]
+pub struct Encoder {
+    pretokenizer: PreTokenizer,
+    segmenter: Box<dyn Segmenter>,
+    /// The bytes of every id back to back: id i is `token_data[token_offsets[i]..token_offsets[i+1]]`.
+    token_data: Vec<u8>,
+    token_offsets: Vec<usize>,
+    /// Whether each id below `token_offsets.len() - 1` is a token (special ids may leave gaps).
+    token_known: Vec<bool>,
+    special_tokens: Vec<(Vec<u8>, u32)>,
+}
+
+/// Which special tokens are ids (allowed) and which raise (disallowed); built by `special_policy`.
+#[pyclass(module = "polytok._core", frozen)]
+pub struct SpecialPolicy {
+    /// Leftmost-longest matcher of the allowed tokens, with the id of each pattern.
+    allowed: Option<(AhoCorasick, Vec<u32>)>,
+    /// Matcher of the disallowed texts, with each pattern's bytes for the error.
+    disallowed: Option<(AhoCorasick, Vec<Vec<u8>>)>,
+}
+
+impl Encoder {
+    /// An encoder from its parts. `tokens[i]` are the bytes of ordinary id i; special tokens map
+    /// their bytes to ids that must not collide with ordinary ids. Special tokens are never split
+    /// by the pattern: the encoder cuts them out before the pre-tokeniser runs.
+    pub fn from_parts(
+        pattern: Option<&str>,
+        segmenter: Box<dyn Segmenter>,
+        tokens: Vec<Vec<u8>>,
+        special_tokens: Vec<(Vec<u8>, u32)>,
+    ) -> Result<Self, BuildError> {
+        let pretokenizer = PreTokenizer::new(pattern, Vec::new()).map_err(BuildError::Pattern)?;
+        let size = special_tokens.iter().map(|&(_, id)| id as usize + 1).chain([tokens.len()]).max().unwrap_or(0);
+        let mut by_id: Vec<Option<&[u8]>> = tokens.iter().map(|t| Some(&t[..])).collect();
+        by_id.resize(size, None);
+        for (bytes, id) in &special_tokens {
+            if bytes.is_empty() {
+                return Err(BuildError::Vocabulary(format!("special token {id} is empty")));
+            }
+            if by_id[*id as usize].is_some() {
+                return Err(BuildError::Vocabulary(format!("special token id {id} is already a token")));
+            }
+            by_id[*id as usize] = Some(bytes);
+        }
+        let mut token_data = Vec::new();
+        let mut token_offsets = vec![0];
+        for token in &by_id {
+            token_data.extend_from_slice(token.unwrap_or(b""));
+            token_offsets.push(token_data.len());
+        }
+        let token_known = by_id.iter().map(Option::is_some).collect();
+        Ok(Encoder { pretokenizer, segmenter, token_data, token_offsets, token_known, special_tokens })
+    }
+
+    /// Ordinary text (no special tokens) -> ids, appended to `out`.
+    pub fn encode_ordinary_into(&self, text: &[u8], out: &mut Vec<u32>) {
+        self.pretokenizer.for_each_piece(text, |piece| self.segmenter.segment(piece, out));
+    }
+
+    /// Text -> ids under a special-token policy (None: all special-token text is ordinary).
+    /// Err holds the bytes of a disallowed special token found in the text.
+    pub fn encode_into(
+        &self,
+        text: &[u8],
+        policy: Option<&SpecialPolicy>,
+        out: &mut Vec<u32>,
+    ) -> Result<(), Vec<u8>> {
+        let Some(policy) = policy else {
+            self.encode_ordinary_into(text, out);
+            return Ok(());
+        };
+        if let Some((matcher, texts)) = &policy.disallowed {
+            if let Some(found) = matcher.find(text) {
+                return Err(texts[found.pattern().as_usize()].clone());
+            }
+        }
+        match &policy.allowed {
+            None => self.encode_ordinary_into(text, out),
+            Some((matcher, ids)) => {
+                let mut start = 0;
+                for found in matcher.find_iter(text) {
+                    self.encode_ordinary_into(&text[start..found.start()], out);
+                    out.push(ids[found.pattern().as_usize()]);
+                    start = found.end();
+                }
+                self.encode_ordinary_into(&text[start..], out);
+            }
+        }
+        Ok(())
+    }
+
+    /// The bytes of `ids`; Err holds (id, position) of the first id that is no token.
+    pub fn decode_into(&self, ids: impl Iterator<Item = i64>, out: &mut Vec<u8>) -> Result<(), (i64, usize)> {
+        for (position, id) in ids.enumerate() {
+            if id < 0 || id as usize >= self.token_known.len() || !self.token_known[id as usize] {
+                return Err((id, position));
+            }
+            let id = id as usize;
+            out.extend_from_slice(&self.token_data[self.token_offsets[id]..self.token_offsets[id + 1]]);
+        }
+        Ok(())
+    }
+
+    fn encode_one(&self, py: Python<'_>, text: &Bound<'_, PyAny>, policy: Option<&SpecialPolicy>) -> PyResult<Vec<u32>> {
+        let text = text_bytes(text)?;
+        let mut ids = Vec::new();
+        py.detach(|| self.encode_into(&text, policy, &mut ids))
+            .map_err(|token| special_found(py, &token, 0))?;
+        Ok(ids)
+    }
+
+    /// Runs `work` on every text in parallel (order kept), on `num_threads` threads or rayon's
+    /// default pool. Err: (document index, token) of the first document with a disallowed token.
+    fn run_batch<T: Send>(
+        &self,
+        py: Python<'_>,
+        texts: &[Bound<'_, PyAny>],
+        num_threads: Option<usize>,
+        work: impl Fn(&[u8]) -> Result<T, Vec<u8>> + Sync + Send,
+    ) -> PyResult<Vec<T>> {
+        let texts: Vec<Cow<[u8]>> = texts.iter().map(text_bytes).collect::<PyResult<_>>()?;
+        let results: Vec<Result<T, Vec<u8>>> = py.detach(|| -> PyResult<_> {
+            let run = || texts.par_iter().map(|text| work(text)).collect();
+            Ok(match num_threads {
+                None => run(),
+                Some(threads) => rayon::ThreadPoolBuilder::new()
+                    .num_threads(threads.max(1))
+                    .build()
+                    .map_err(|e| PyValueError::new_err(e.to_string()))?
+                    .install(run),
+            })
+        })?;
+        results
+            .into_iter()
+            .enumerate()
+            .map(|(index, result)| result.map_err(|token| special_found(py, &token, index)))
+            .collect()
+    }
+}
+
+fn special_found(py: Python<'_>, token: &[u8], document: usize) -> PyErr {
+    SpecialTokenFound::new_err((PyBytes::new(py, token).unbind(), document))
+}
+
+/// The bytes of a str (UTF-8; lone surrogates kept as their 3-byte "surrogatepass" form, which
+/// the pre-tokeniser treats as invalid bytes, so nothing is lost) or of a bytes-like object.
+fn text_bytes<'a>(text: &'a Bound<'_, PyAny>) -> PyResult<Cow<'a, [u8]>> {
+    if let Ok(string) = text.cast::<PyString>() {
+        return match string.to_str() {
+            Ok(s) => Ok(Cow::Borrowed(s.as_bytes())),
+            Err(_) => {
+                let encoded = string.call_method1("encode", ("utf-8", "surrogatepass"))?;
+                Ok(Cow::Owned(encoded.cast::<PyBytes>()?.as_bytes().to_vec()))
+            }
+        };
+    }
+    if let Ok(bytes) = text.cast::<PyBytes>() {
+        return Ok(Cow::Borrowed(bytes.as_bytes()));
+    }
+    match text.extract::<Vec<u8>>() {
+        Ok(bytes) if !text.is_instance_of::<pyo3::types::PyList>() => Ok(Cow::Owned(bytes)),
+        _ => Err(PyTypeError::new_err(format!(
+            "expected str or bytes to encode, got {}",
+            text.get_type().name()?
+        ))),
+    }
+}
+
+#[pymethods]
+impl Encoder {
+    /// A BPE encoder: `merges[k] = (left, right, merged)` replayed in order, or without a merge
+    /// list tiktoken's rule with rank = id. `special_tokens` are (bytes, id) pairs.
+    #[staticmethod]
+    #[pyo3(signature = (pattern, tokens, merges, special_tokens))]
+    fn merges(
+        pattern: Option<&str>,
+        tokens: Vec<Vec<u8>>,
+        merges: Option<Vec<(u32, u32, u32)>>,
+        special_tokens: Vec<(Vec<u8>, u32)>,
+    ) -> PyResult<Self> {
+        let segmenter: Box<dyn Segmenter> = match merges {
+            None => Box::new(merges::from_ranks(&tokens).map_err(PyValueError::new_err)?),
+            Some(merges) => Box::new(merges::from_merges(&tokens, &merges).map_err(PyValueError::new_err)?),
+        };
+        Ok(Encoder::from_parts(pattern, segmenter, tokens, special_tokens)?)
+    }
+
+    /// A policy: `allowed` special tokens (their bytes) become ids, `disallowed` texts raise.
+    fn special_policy(&self, allowed: Vec<Vec<u8>>, disallowed: Vec<Vec<u8>>) -> PyResult<SpecialPolicy> {
+        let build = |texts: &[Vec<u8>], kind: MatchKind| {
+            AhoCorasick::builder().match_kind(kind).build(texts).map_err(|e| PyValueError::new_err(e.to_string()))
+        };
+        let allowed = if allowed.is_empty() {
+            None
+        } else {
+            let ids = allowed
+                .iter()
+                .map(|text| {
+                    self.special_tokens.iter().find(|(t, _)| t == text).map(|&(_, id)| id).ok_or_else(|| {
+                        PyValueError::new_err(format!("{:?} is not a special token", String::from_utf8_lossy(text)))
+                    })
+                })
+                .collect::<PyResult<Vec<u32>>>()?;
+            Some((build(&allowed, MatchKind::LeftmostLongest)?, ids))
+        };
+        let disallowed: Vec<Vec<u8>> = disallowed.into_iter().filter(|t| !t.is_empty()).collect();
+        let disallowed = if disallowed.is_empty() {
+            None
+        } else {
+            Some((build(&disallowed, MatchKind::LeftmostFirst)?, disallowed))
+        };
+        Ok(SpecialPolicy { allowed, disallowed })
+    }
+
+    /// Ids of one text (str or bytes) under `policy` (None: special-token text is ordinary).
+    #[pyo3(signature = (text, policy=None))]
+    fn encode(&self, py: Python<'_>, text: &Bound<'_, PyAny>, policy: Option<PyRef<'_, SpecialPolicy>>) -> PyResult<Vec<u32>> {
+        self.encode_one(py, text, policy.as_deref())
+    }
+
+    /// Ids of one text as a uint32 numpy array (no Python list in between).
+    #[pyo3(signature = (text, policy=None))]
+    fn encode_to_numpy<'py>(
+        &self,
+        py: Python<'py>,
+        text: &Bound<'py, PyAny>,
+        policy: Option<PyRef<'py, SpecialPolicy>>,
+    ) -> PyResult<Bound<'py, PyArray1<u32>>> {
+        Ok(PyArray1::from_vec(py, self.encode_one(py, text, policy.as_deref())?))
+    }
+
+    /// Ids of many texts, in parallel with the GIL released; the order of the input is kept.
+    #[pyo3(signature = (texts, policy=None, num_threads=None))]
+    fn encode_batch(
+        &self,
+        py: Python<'_>,
+        texts: Vec<Bound<'_, PyAny>>,
+        policy: Option<PyRef<'_, SpecialPolicy>>,
+        num_threads: Option<usize>,
+    ) -> PyResult<Vec<Vec<u32>>> {
+        let policy = policy.as_deref();
+        self.run_batch(py, &texts, num_threads, |text| {
+            let mut ids = Vec::new();
+            self.encode_into(text, policy, &mut ids).map(|()| ids)
+        })
+    }
+
+    /// The number of tokens of each text (uint64 array), in parallel, without keeping the ids.
+    #[pyo3(signature = (texts, policy=None, num_threads=None))]
+    fn count_batch<'py>(
+        &self,
+        py: Python<'py>,
+        texts: Vec<Bound<'py, PyAny>>,
+        policy: Option<PyRef<'py, SpecialPolicy>>,
+        num_threads: Option<usize>,
+    ) -> PyResult<Bound<'py, PyArray1<u64>>> {
+        let policy = policy.as_deref();
+        let counts = self.run_batch(py, &texts, num_threads, |text| {
+            let mut ids = Vec::new();
+            self.encode_into(text, policy, &mut ids).map(|()| ids.len() as u64)
+        })?;
+        Ok(PyArray1::from_vec(py, counts))
+    }
+
+    /// The bytes of a sequence of ids (a list, or an int64 numpy array).
+    fn decode_bytes<'py>(&self, py: Python<'py>, ids: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyBytes>> {
+        let mut out = Vec::new();
+        let result = if let Ok(array) = ids.extract::<PyReadonlyArray1<i64>>() {
+            self.decode_into(array.as_array().iter().copied(), &mut out)
+        } else {
+            let ids: Vec<i64> = ids.extract()?;
+            self.decode_into(ids.into_iter(), &mut out)
+        };
+        result.map_err(|(id, position)| InvalidTokenId::new_err((id, position)))?;
+        Ok(PyBytes::new(py, &out))
+    }
+
+    /// One past the largest id (ordinary or special).
+    #[getter]
+    fn id_limit(&self) -> usize {
+        self.token_known.len()
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<Encoder>()?;
+    m.add_class::<SpecialPolicy>()?;
+    m.add("SpecialTokenFound", m.py().get_type::<SpecialTokenFound>())?;
+    m.add("InvalidTokenId", m.py().get_type::<InvalidTokenId>())?;
+    m.add("InvalidPattern", m.py().get_type::<InvalidPattern>())?;
+    Ok(())
+}

@@ -1,0 +1,104 @@
+"""Agreement with HF `tokenizers`: the tokenizer.json we write loads with
+`tokenizers.Tokenizer.from_file` and encodes to our ids, for every preset pattern; polytok reads
+it back; tokenisers HF cannot reproduce are refused with a clear error."""
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import polytok
+from polytok.errors import ConfigError, FormatError
+from polytok.formats.huggingface import merges_from_ranks, to_oniguruma
+from polytok.pretokenize import PRESETS
+
+tokenizers = pytest.importorskip("tokenizers")
+
+from conftest import SPECIAL_TOKENS, TOKENIZER_NAMES  # noqa: E402
+
+PIECES = ["a", "the", " ", "  ", "\n", "\r\n", "'s", "'LL", "12345", ".", "é", "中文", "🙂", "\t", "\u00a0", *SPECIAL_TOKENS]
+
+
+@pytest.fixture(scope="module")
+def pairs(trained_tokenizers, tmp_path_factory):
+    """name -> (our tokeniser, HF loading our tokenizer.json, polytok loading it back)."""
+    out = {}
+    for name in TOKENIZER_NAMES:
+        path = tmp_path_factory.mktemp(name) / "tokenizer.json"
+        trained_tokenizers[name].save_huggingface(path)
+        out[name] = (trained_tokenizers[name], tokenizers.Tokenizer.from_file(str(path)), polytok.load(path))
+    return out
+
+
+@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+def test_ids_equal_hf_on_excerpts(pairs, name, text_excerpts):
+    ours, hf, reloaded = pairs[name]
+    texts = list(text_excerpts.values())
+    texts.append("<|endoftext|>".join(text[:2000] for text in texts) + "<|im_start|>")
+    expected = [ours.encode(text, allowed_special="all") for text in texts]
+    assert [encoding.ids for encoding in hf.encode_batch(texts)] == expected
+    assert [reloaded.encode(text, allowed_special="all") for text in texts] == expected
+    assert hf.decode(expected[-1], skip_special_tokens=False) == texts[-1]
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text().filter(lambda t: not any("\ud800" <= c <= "\udfff" for c in t))
+       | st.lists(st.sampled_from(PIECES), max_size=30).map("".join),
+       name=st.sampled_from(TOKENIZER_NAMES))
+def test_ids_equal_hf_on_arbitrary_text(pairs, text, name):
+    ours, hf, _ = pairs[name]
+    assert hf.encode(text).ids == ours.encode(text, allowed_special="all")
+
+
+def test_possessive_counted_quantifier_becomes_atomic():
+    """Oniguruma reads `X{1,3}+` as "one or more X{1,3}"; the export writes the atomic group."""
+    assert to_oniguruma(r"\p{N}{1,3}+|a{2}+b") == r"(?>\p{N}{1,3})|(?>a{2})b"
+    assert to_oniguruma(r"[a-z\]]{2,}+") == r"(?>[a-z\]]{2,})"
+    assert to_oniguruma(PRESETS["gpt2"]) == PRESETS["gpt2"]
+    for pattern in PRESETS.values():
+        tokenizers.Regex(to_oniguruma(pattern))
+
+
+def test_tiktoken_style_vocabulary_exports_with_derived_merges(trained_tokenizers, tmp_path, text_excerpts):
+    """Without a merge list (a loaded tiktoken file), the merges are derived from the ranks."""
+    trained = trained_tokenizers["hf-cl100k"]
+    by_rank = polytok.Tokenizer(trained.vocab, segmenter="merges", pattern="cl100k")
+    assert merges_from_ranks(trained.vocab) == trained.merges
+    by_rank.save_huggingface(tmp_path / "tokenizer.json")
+    hf = tokenizers.Tokenizer.from_file(str(tmp_path / "tokenizer.json"))
+    text = text_excerpts["handbook-de-DE.txt"]
+    assert hf.encode(text).ids == by_rank.encode(text)
+
+
+def test_export_refuses_what_hf_cannot_reproduce(tmp_path):
+    vocab = [bytes([byte]) for byte in range(256)]
+    bad_regex = polytok.Tokenizer(vocab, segmenter="merges", pattern=r"(?P<word>\w+)|\s")
+    with pytest.raises(ConfigError, match="Oniguruma"):
+        bad_regex.save_huggingface(tmp_path / "tokenizer.json")
+    a, b, c = b"abc"
+    duplicated = polytok.Tokenizer(vocab + [b"ab", b"bc", b"abc", b"abc"], segmenter="merges", pattern="cl100k",
+                                   merges=[(a, b), (b, c), (256, c), (a, 257)])
+    with pytest.raises(ConfigError, match="both b'abc'"):
+        duplicated.save_huggingface(tmp_path / "tokenizer.json")
+    assert not (tmp_path / "tokenizer.json").exists()
+
+
+def test_reading_unsupported_hf_files_names_the_problem(trained_tokenizers, tmp_path):
+    path = tmp_path / "tokenizer.json"
+    trained_tokenizers["naive-cl100k"].save_huggingface(path)
+    record = json.loads(path.read_text())
+    edits = [
+        (lambda r: r["model"].__setitem__("type", "WordPiece"), "not a BPE model"),
+        (lambda r: r.__setitem__("normalizer", {"type": "NFC"}), "'normalizer' is set"),
+        (lambda r: r["model"]["vocab"].__setitem__("Ġ", 99999), r"'model.vocab'\['Ġ'\] has id 99999"),
+        (lambda r: r["model"]["merges"].__setitem__(3, "Ġ"), r"'model.merges'\[3\]"),
+        (lambda r: r["pre_tokenizer"].__setitem__("type", "Whitespace"), "'pre_tokenizer'"),
+    ]
+    for edit, message in edits:
+        edited = json.loads(json.dumps(record))
+        edit(edited)
+        path.write_text(json.dumps(edited))
+        with pytest.raises(FormatError, match=message):
+            polytok.load(path)

@@ -1,0 +1,124 @@
+"""Agreement with tiktoken: a `tiktoken.Encoding` built from our ranks, pattern and special
+tokens gives the same ids; our tiktoken files load in both libraries; bad files name the line."""
+from __future__ import annotations
+
+import base64
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import polytok
+from polytok.errors import ConfigError, FormatError
+
+tiktoken = pytest.importorskip("tiktoken")
+
+from conftest import SPECIAL_TOKENS, TOKENIZER_NAMES  # noqa: E402
+
+SETTINGS = settings(max_examples=300, deadline=None)
+PIECES = ["a", "the", " ", "  ", "\n", "\r\n", "'s", "'LL", "12345", ".", "é", "中文", "🙂", "\t", *SPECIAL_TOKENS]
+
+
+def as_tiktoken(tokenizer: polytok.Tokenizer) -> "tiktoken.Encoding":
+    return tiktoken.Encoding(
+        "polytok-test",
+        pat_str=tokenizer.pattern,
+        mergeable_ranks={token: rank for rank, token in enumerate(tokenizer.vocab)},
+        special_tokens=tokenizer.special_tokens,
+    )
+
+
+@pytest.fixture(scope="module")
+def pairs(trained_tokenizers):
+    return {name: (trained_tokenizers[name], as_tiktoken(trained_tokenizers[name])) for name in TOKENIZER_NAMES}
+
+
+@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+def test_ids_equal_tiktoken_on_excerpts(pairs, name, text_excerpts):
+    ours, theirs = pairs[name]
+    for text in text_excerpts.values():
+        assert ours.encode_ordinary(text) == theirs.encode_ordinary(text)
+    joined = "<|endoftext|>".join(text[:3000] for text in text_excerpts.values()) + "<|im_start|>"
+    assert ours.encode(joined, allowed_special="all") == theirs.encode(joined, allowed_special="all")
+    assert ours.encode_batch(list(text_excerpts.values())) == theirs.encode_ordinary_batch(list(text_excerpts.values()))
+
+
+@pytest.mark.parametrize("name", TOKENIZER_NAMES)
+def test_long_pieces_equal_tiktoken(pairs, name):
+    ours, theirs = pairs[name]
+    for text in ("a" * 5000, "ab" * 3000, "the" * 2000, " " * 5000, "1" * 4000, "é" * 3000):
+        assert ours.encode_ordinary(text) == theirs.encode_ordinary(text)
+
+
+@SETTINGS
+@given(text=st.text(), name=st.sampled_from(TOKENIZER_NAMES))
+def test_ids_equal_tiktoken_on_arbitrary_text(pairs, text, name):
+    ours, theirs = pairs[name]
+    assert ours.encode_ordinary(text) == theirs.encode_ordinary(text)
+
+
+@SETTINGS
+@given(text=st.lists(st.sampled_from(PIECES), max_size=30).map("".join), name=st.sampled_from(TOKENIZER_NAMES),
+       allowed=st.sets(st.sampled_from(sorted(SPECIAL_TOKENS))))
+def test_special_token_semantics_equal_tiktoken(pairs, text, name, allowed):
+    ours, theirs = pairs[name]
+    try:
+        expected = theirs.encode(text, allowed_special=allowed)
+    except ValueError:
+        with pytest.raises(polytok.errors.EncodeError):
+            ours.encode(text, allowed_special=allowed)
+    else:
+        assert ours.encode(text, allowed_special=allowed) == expected
+    assert ours.encode(text, allowed_special=allowed, disallowed_special=()) == theirs.encode(
+        text, allowed_special=allowed, disallowed_special=()
+    )
+
+
+@pytest.mark.parametrize("name", ["naive-cl100k", "hf-o200k"])
+def test_tiktoken_file_round_trip(trained_tokenizers, name, tmp_path, text_excerpts):
+    tokenizer = trained_tokenizers[name]
+    path = tmp_path / "ranks.tiktoken"
+    tokenizer.save_tiktoken(path)
+    from tiktoken.load import load_tiktoken_bpe
+
+    assert load_tiktoken_bpe(str(path)) == {token: rank for rank, token in enumerate(tokenizer.vocab)}
+    loaded = polytok.load_tiktoken(path, pattern=tokenizer.pattern, special_tokens=tokenizer.special_tokens)
+    assert loaded.merges is None and loaded.vocab == tokenizer.vocab
+    text = text_excerpts["handbook-fr-FR.txt"] + "<|endoftext|>"
+    assert loaded.encode(text, allowed_special="all") == tokenizer.encode(text, allowed_special="all")
+
+
+def test_bad_tiktoken_files_name_the_line(tmp_path):
+    lines = [f"{base64.b64encode(bytes([byte])).decode()} {byte}" for byte in range(256)]
+
+    def load_with(edited: list[str]):
+        path = tmp_path / "bad.tiktoken"
+        path.write_text("\n".join(edited) + "\n")
+        return polytok.load_tiktoken(path, pattern="cl100k")
+
+    assert load_with(lines).vocab_size == 256
+    cases = [
+        (lines[:5] + ["!!notbase64 5"] + lines[6:], r"line 6: '!!notbase64' is not valid base64"),
+        (lines[:7] + ["YQ== seven"] + lines[8:], r"line 8: rank 'seven' is not an integer"),
+        (lines[:9] + ["YQ=="] + lines[10:], r"line 10: expected 'base64-token rank'"),
+        (lines[:3] + [lines[2]] + lines[4:], r"line 4: rank 2 appears twice"),
+        (lines[:100] + lines[101:], r"rank 100 is missing"),
+        (lines[:65] + ["QUE= 65"] + lines[66:], r"byte 0x41 is not a token"),
+        (lines[:65] + ["Qg== 65"] + lines[66:], r"token 66 repeats the bytes of an earlier token"),
+    ]
+    for edited, message in cases:
+        with pytest.raises(FormatError, match=message):
+            load_with(edited)
+    with pytest.raises(FormatError, match="cannot read"):
+        polytok.load_tiktoken(tmp_path / "missing.tiktoken", pattern="cl100k")
+
+
+def test_tiktoken_export_refuses_duplicate_tokens(tmp_path):
+    """A merge list may reach the same bytes twice ("ab"+"c" and "a"+"bc"); ranks cannot say that."""
+    a, b, c = b"abc"
+    vocab = [bytes([byte]) for byte in range(256)] + [b"ab", b"bc", b"abc", b"abc"]
+    tokenizer = polytok.Tokenizer(vocab, segmenter="merges", pattern="cl100k", merges=[(a, b), (b, c), (256, c), (a, 257)])
+    assert tokenizer.decode(tokenizer.encode("abc")) == "abc"
+    with pytest.raises(ConfigError, match=r"tokens 258 and 259 are both b'abc'"):
+        tokenizer.save_tiktoken(tmp_path / "ranks.tiktoken")
+    assert not (tmp_path / "ranks.tiktoken").exists()

@@ -1,0 +1,345 @@
+"""The Tokenizer and its merges segmenter: round trips on hostile input, special tokens with
+tiktoken's semantics, agreement with a pure-Python replay of the merge list, batch and numpy
+paths, the polytok file format and its failure modes."""
+from __future__ import annotations
+
+import base64
+import json
+import os
+import random
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import polytok
+from polytok.errors import ConfigError, DecodeError, EncodeError, FormatError, PatternError
+from polytok.pretokenize import PRESETS, PreTokenizer
+from polytok.tokenizer import Tokenizer
+
+from conftest import SPECIAL_TOKENS, TOKENIZER_NAMES, excerpts, naive_bpe
+
+HYPOTHESIS = settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+# Text built from pieces that stress pre-tokenisation and merging: letters, digits, spaces,
+# newlines, apostrophes, non-Latin scripts, and the special tokens' text.
+PIECES = ["a", "e", "th", "the", " ", "  ", "\n", "\r\n", "'s", "'LL", "1", "2024", ".", "é", "中文", "🙂",
+          "\u0301", "\t", *SPECIAL_TOKENS, "<|", "|>", "endoftext"]
+mixed_text = st.lists(st.sampled_from(PIECES), max_size=40).map("".join)
+
+
+def replay_reference(tokenizer: Tokenizer, text: str | bytes) -> list[int]:
+    """Pure-Python BPE: pre-tokenise, then replay the merge list in order on each pre-token."""
+    ids_of = {token: token_id for token_id, token in enumerate(tokenizer.vocab)}
+    out = []
+    for piece in PreTokenizer(tokenizer.pattern).split(text):
+        word = [ids_of[bytes([byte])] for byte in piece]
+        for left, right in tokenizer.merges:
+            if len(word) < 2:
+                break
+            merged = ids_of[tokenizer.vocab[left] + tokenizer.vocab[right]]
+            i, new_word = 0, []
+            while i < len(word):
+                if i + 1 < len(word) and word[i] == left and word[i + 1] == right:
+                    new_word.append(merged)
+                    i += 2
+                else:
+                    new_word.append(word[i])
+                    i += 1
+            word = new_word
+        out.extend(word)
+    return out
+
+
+@pytest.fixture(params=TOKENIZER_NAMES)
+def tokenizer(request, trained_tokenizers) -> Tokenizer:
+    return trained_tokenizers[request.param]
+
+
+# ---- round trips --------------------------------------------------------------------------
+
+
+@HYPOTHESIS
+@given(text=st.text())
+def test_round_trip_arbitrary_unicode(tokenizer, text):
+    expected = text.encode("utf-8", "surrogatepass")
+    assert tokenizer.decode_bytes(tokenizer.encode_ordinary(text)) == expected
+    assert tokenizer.decode_bytes(tokenizer.encode(text, allowed_special="all")) == expected
+
+
+@HYPOTHESIS
+@given(data=st.binary(max_size=200))
+def test_round_trip_arbitrary_bytes(tokenizer, data):
+    ids = tokenizer.encode_ordinary(data)
+    assert tokenizer.decode_bytes(ids) == data
+    assert tokenizer.decode(ids) == data.decode("utf-8", "replace")
+
+
+@HYPOTHESIS
+@given(text=mixed_text)
+def test_round_trip_with_special_tokens(tokenizer, text):
+    ids = tokenizer.encode(text, allowed_special="all")
+    assert tokenizer.decode(ids) == text
+    special_ids = set(tokenizer.special_tokens.values())
+    assert sum(token_id in special_ids for token_id in ids) == sum(text.count(s) for s in SPECIAL_TOKENS)
+    ordinary = tokenizer.encode_ordinary(text)
+    assert tokenizer.decode(ordinary) == text and not special_ids & set(ordinary)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=mixed_text | st.text(max_size=60))
+def test_merges_equal_pure_python_replay(tokenizer, text):
+    assert tokenizer.encode_ordinary(text) == replay_reference(tokenizer, text)
+
+
+def test_long_pieces_equal_pure_python_replay(trained_tokenizers):
+    """Pieces longer than the flat scan's limit take the heap path: same ids as the replay."""
+    tokenizer = trained_tokenizers["hf-cl100k"]
+    rng = random.Random(7)
+    for length in (95, 96, 97, 150, 400, 1000):
+        for alphabet in ("a", "ab", "theinsa", "thequickbrownfoxjumps"):
+            word = "".join(rng.choice(alphabet) for _ in range(length))
+            assert tokenizer.encode(word) == replay_reference(tokenizer, word), (length, alphabet)
+
+
+def test_merge_list_and_tiktoken_rule_agree_on_real_text(trained_tokenizers, text_excerpts):
+    """For trained merge lists, replaying the list equals tiktoken's rule (rank = id)."""
+    for name in TOKENIZER_NAMES:
+        with_merges = trained_tokenizers[name]
+        by_rank = Tokenizer(with_merges.vocab, segmenter="merges", pattern=with_merges.pattern)
+        for text in text_excerpts.values():
+            assert by_rank.encode_ordinary(text) == with_merges.encode_ordinary(text), name
+
+
+def test_empty_input(tokenizer):
+    assert tokenizer.encode("") == []
+    assert tokenizer.encode(b"") == []
+    assert tokenizer.encode_batch([]) == []
+    assert tokenizer.encode_batch(["", b""]) == [[], []]
+    assert tokenizer.encode_to_numpy("").dtype == np.uint32
+    assert tokenizer.decode([]) == "" and tokenizer.decode_bytes(np.array([], dtype=np.int64)) == b""
+
+
+def test_huge_inputs(trained_tokenizers, text_excerpts):
+    """Megabytes of one letter or of spaces are single pre-tokens: merging must stay fast."""
+    tokenizer = trained_tokenizers["hf-cl100k"]
+    mix = "".join(text_excerpts.values()) * 12
+    for text in ("a" * 1_000_000, " " * 1_000_000, mix):
+        ids = tokenizer.encode_to_numpy(text)
+        assert tokenizer.decode_bytes(ids) == text.encode("utf-8")
+
+
+# ---- special tokens -----------------------------------------------------------------------
+
+
+def test_special_tokens_follow_tiktoken_semantics(trained_tokenizers):
+    tokenizer = trained_tokenizers["naive-cl100k"]
+    end, fim = tokenizer.special_tokens["<|endoftext|>"], tokenizer.special_tokens["<|fim_prefix|>"]
+    text = "<|endoftext|>hello<|fim_prefix|><|endoftext|> world<|endoftext|>"
+    with pytest.raises(EncodeError, match=r"<\|endoftext\|>.*allowed_special"):
+        tokenizer.encode(text)
+    with pytest.raises(EncodeError, match=r"<\|fim_prefix\|>"):
+        tokenizer.encode(text, allowed_special={"<|endoftext|>"})
+    ids = tokenizer.encode(text, allowed_special="all")
+    assert ids[0] == end and ids[-1] == end and [end, fim, end, end] == [i for i in ids if i in (end, fim)]
+    assert fim in tokenizer.encode(text, allowed_special={"<|fim_prefix|>", "<|endoftext|>"})
+    # allowed subset with nothing disallowed: the other special's text is ordinary text
+    only_end = tokenizer.encode(text, allowed_special={"<|endoftext|>"}, disallowed_special=())
+    assert fim not in only_end and only_end.count(end) == 3 and tokenizer.decode(only_end) == text
+    # disallowed nothing: all ordinary, identical to encode_ordinary
+    assert tokenizer.encode(text, disallowed_special=()) == tokenizer.encode_ordinary(text)
+    # a custom disallowed text raises even if it is no special token (as tiktoken does)
+    with pytest.raises(EncodeError, match="hello"):
+        tokenizer.encode(text, allowed_special="all", disallowed_special={"hello"})
+    with pytest.raises(EncodeError, match="not special tokens"):
+        tokenizer.encode("x", allowed_special={"<|nope|>"})
+    with pytest.raises(EncodeError, match="batch"):
+        tokenizer.encode_batch(["fine", "also <|endoftext|>"])
+    # adjacent specials and specials at both ends
+    assert tokenizer.encode("<|endoftext|><|endoftext|>", allowed_special="all") == [end, end]
+
+
+def test_special_tokens_overlapping_prefixes():
+    """When one special token's text starts another's, the longest match wins."""
+    vocab = [bytes([byte]) for byte in range(256)]
+    tokenizer = Tokenizer(vocab, segmenter="merges", pattern="cl100k",
+                          special_tokens={"<|a|>": 256, "<|a|>b": 257, "|>b<": 258})
+    assert tokenizer.encode("<|a|>b<|a|>", allowed_special="all") == [257, 256]
+    assert tokenizer.encode("x<|a|>c", allowed_special="all") == [ord("x"), 256, ord("c")]
+    # with only the shorter one allowed, the longer one's text is ordinary after it
+    assert tokenizer.encode("<|a|>b", allowed_special={"<|a|>"}, disallowed_special=()) == [256, ord("b")]
+    with pytest.raises(EncodeError, match=r"\|>b<"):
+        tokenizer.encode("<|a|>b<", allowed_special={"<|a|>", "<|a|>b"})
+
+
+# ---- batch, numpy, counting ------------------------------------------------------------------
+
+
+def test_batch_numpy_and_counts_agree_with_encode(tokenizer, text_excerpts):
+    texts = [line for text in text_excerpts.values() for line in text.splitlines()[:60]]
+    texts += ["<|endoftext|>" + texts[0], b"\xff\xfe raw bytes", ""]
+    single = [tokenizer.encode(text, allowed_special="all") for text in texts]
+    for threads in (None, 1, 2, 3):
+        assert tokenizer.encode_batch(texts, num_threads=threads, allowed_special="all") == single
+    counts = tokenizer.count_tokens(texts, allowed_special="all")
+    assert counts.tolist() == [len(ids) for ids in single]
+    array = tokenizer.encode_to_numpy(texts[0], allowed_special="all")
+    assert array.dtype == np.uint32 and array.tolist() == single[0]
+    assert tokenizer.encode_ordinary_batch(texts) == [tokenizer.encode_ordinary(t) for t in texts]
+    with pytest.raises(ConfigError):
+        tokenizer.encode_batch(texts, num_threads=0)
+
+
+# ---- decoding and lookup -------------------------------------------------------------------
+
+
+def test_decode_rejects_ids_that_are_no_token(trained_tokenizers):
+    tokenizer = trained_tokenizers["naive-cl100k"]
+    last = tokenizer.n_vocab - 1
+    for bad in ([tokenizer.n_vocab], [5, -1], [1 << 40], np.array([1, last + 7])):
+        with pytest.raises(DecodeError, match=r"is not a token: ordinary ids are 0\.\.\d+ and special ids"):
+            tokenizer.decode(bad)
+    with pytest.raises(DecodeError, match=f"id {last + 1} at position 2"):
+        tokenizer.decode_bytes([1, 2, last + 1])
+    with pytest.raises(DecodeError):
+        tokenizer.decode(["a"])
+    assert tokenizer.decode([0xE4, 0xB8]) == "\ufffd"  # a cut UTF-8 sequence follows `errors`
+    with pytest.raises(UnicodeDecodeError):
+        tokenizer.decode([0xE4, 0xB8], errors="strict")
+
+
+def test_token_lookup(tokenizer):
+    for token_id in (0, 97, 255, 256, len(tokenizer.vocab) - 1):
+        assert tokenizer.token_id(tokenizer.token_bytes(token_id)) == token_id
+    for text, token_id in tokenizer.special_tokens.items():
+        assert tokenizer.token_id(text) == token_id
+        assert tokenizer.token_bytes(token_id) == text.encode()
+    assert tokenizer.vocab_size == len(tokenizer.vocab) + len(SPECIAL_TOKENS) == tokenizer.n_vocab
+    with pytest.raises(EncodeError):
+        tokenizer.token_id(b"\x00no such token\x00")
+    with pytest.raises(DecodeError):
+        tokenizer.token_bytes(tokenizer.n_vocab)
+
+
+# ---- construction ----------------------------------------------------------------------------
+
+
+def test_constructor_rejects_bad_arguments():
+    vocab = [bytes([byte]) for byte in range(256)]
+    with pytest.raises(ConfigError, match="byte 0x41"):
+        Tokenizer(vocab[:65] + vocab[66:], segmenter="merges", pattern="cl100k")
+    with pytest.raises(ConfigError, match="after the 256 ordinary ids"):
+        Tokenizer(vocab, segmenter="merges", pattern="cl100k", special_tokens={"<s>": 3})
+    with pytest.raises(ConfigError, match="share id"):
+        Tokenizer(vocab, segmenter="merges", pattern=None, special_tokens={"<s>": 300, "</s>": 300})
+    with pytest.raises(ConfigError, match="unknown segmenter"):
+        Tokenizer(vocab, segmenter="magic", pattern=None)
+    with pytest.raises(PatternError):
+        Tokenizer(vocab, segmenter="merges", pattern="(unclosed")
+    with pytest.raises(ConfigError, match="merge 0"):
+        Tokenizer(vocab + [b"ab"], segmenter="merges", pattern=None, merges=[(97, 99)])
+    with pytest.raises(ConfigError, match="outside"):
+        Tokenizer(vocab + [b"ab"], segmenter="merges", pattern=None, merges=[(97, 400)])
+
+
+def test_pattern_none_means_no_split():
+    """Without a pattern the whole text is one pre-token, so tokens may span a space."""
+    vocab, merges = naive_bpe(["ab ab ab ab"], None, 6)
+    text = "ab ab ab ab"
+    for pattern, spans in ((None, True), ("cl100k", False)):
+        tokenizer = Tokenizer(vocab, segmenter="merges", pattern=pattern, merges=merges)
+        tokens = [tokenizer.token_bytes(i) for i in tokenizer.encode(text)]
+        assert b"".join(tokens) == text.encode()
+        assert any(b" " in token.strip() for token in tokens) == spans
+
+
+# ---- the polytok file format -------------------------------------------------------------
+
+
+def test_save_load_round_trip(tokenizer, tmp_path, text_excerpts):
+    tokenizer.training = {"corpus_bytes": 123, "options": {"min_frequency": 1}}
+    path = tmp_path / "tok.json"
+    tokenizer.save(path)
+    loaded = polytok.load(path)
+    assert loaded.to_dict() == tokenizer.to_dict()
+    text = text_excerpts["kjv.txt"] + "<|endoftext|>"
+    assert loaded.encode(text, allowed_special="all") == tokenizer.encode(text, allowed_special="all")
+    # saving is deterministic and leaves no temporary files behind
+    loaded.save(tmp_path / "again.json")
+    assert (tmp_path / "again.json").read_bytes() == path.read_bytes()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["again.json", "tok.json"]
+    tokenizer.training = None
+
+
+def _saved_record(trained_tokenizers, tmp_path) -> tuple[dict, str]:
+    path = tmp_path / "tok.json"
+    trained_tokenizers["naive-cl100k"].save(path)
+    return json.loads(path.read_text()), path.read_text()
+
+
+@pytest.mark.parametrize(
+    "edit, message",
+    [
+        (lambda r: r["vocab"].__setitem__(12, "not base64!"), r"field 'vocab'\[12\] is not valid base64"),
+        (lambda r: r["vocab"].__setitem__(3, ""), r"field 'vocab'\[3\] is an empty token"),
+        (lambda r: r.pop("merges"), r"field 'merges' is missing"),
+        (lambda r: r.__setitem__("version", 2), r"field 'version' is 2 \(written by a newer polytok\)"),
+        (lambda r: r.__setitem__("version", "1"), r"field 'version' is '1', expected an integer"),
+        (lambda r: r.__setitem__("format", "tiktoken"), r"field 'format' is 'tiktoken'"),
+        (lambda r: r["merges"].__setitem__(5, [1, 99999]), r"field 'merges'\[5\]"),
+        (lambda r: r["merges"].__setitem__(5, [1]), r"field 'merges'\[5\]"),
+        (lambda r: r.__setitem__("special_tokens", {"<s>": -1}), r"field 'special_tokens'\['<s>'\]"),
+        (lambda r: r.__setitem__("segmenter", "magic"), r"field 'segmenter' is 'magic'"),
+        (lambda r: r.__setitem__("scores", [1.0]), r"field 'scores' has 1 entries"),
+        (lambda r: r.__setitem__("training", []), r"field 'training' is list"),
+        (lambda r: r.__setitem__("extra", 1), r"unknown field 'extra'"),
+        (lambda r: r.__setitem__("vocab", r["vocab"][:100]), r"field 'merges'\[0\] is \[\d+, \d+\], expected .* ids below 100"),
+        (lambda r: r.__setitem__("pattern", "(unclosed"), r"invalid pre-tokenisation regex"),
+    ],
+)
+def test_edited_file_names_the_field(trained_tokenizers, tmp_path, edit, message):
+    record, _ = _saved_record(trained_tokenizers, tmp_path)
+    edit(record)
+    path = tmp_path / "edited.json"
+    path.write_text(json.dumps(record))
+    with pytest.raises(FormatError, match=message):
+        polytok.load(path)
+
+
+def test_truncated_file_names_the_line(trained_tokenizers, tmp_path):
+    _, text = _saved_record(trained_tokenizers, tmp_path)
+    path = tmp_path / "truncated.json"
+    path.write_text(text[: len(text) // 2])
+    line = text[: len(text) // 2].count("\n") + 1
+    with pytest.raises(FormatError, match=rf"not valid JSON at line {line} column \d+.*truncated"):
+        polytok.load(path)
+
+
+def test_load_names_missing_and_foreign_files(tmp_path):
+    with pytest.raises(FormatError, match="does not exist"):
+        polytok.load(tmp_path / "missing.json")
+    ranks = tmp_path / "ranks.tiktoken"
+    ranks.write_text(base64.b64encode(b"a").decode() + " 0\n")
+    with pytest.raises(FormatError, match="load_tiktoken"):
+        polytok.load(ranks)
+    other = tmp_path / "other.json"
+    other.write_text('{"a": 1}')
+    with pytest.raises(FormatError, match="neither"):
+        polytok.load(other)
+
+
+def test_failed_save_keeps_the_old_file(trained_tokenizers, tmp_path, monkeypatch):
+    """A save that fails at the last step leaves the previous file intact and no temporary file."""
+    tokenizer = trained_tokenizers["naive-cl100k"]
+    path = tmp_path / "tok.json"
+    path.write_text("previous content")
+
+    def fail(source, destination):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(os, "replace", fail)
+    with pytest.raises(OSError, match="disk full"):
+        tokenizer.save(path)
+    assert path.read_text() == "previous content"
+    assert [p.name for p in tmp_path.iterdir()] == ["tok.json"]
