@@ -12,7 +12,7 @@ from typing import IO, Iterator
 def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
     """Open a temporary file beside `path`; rename it over `path` only if the block succeeds."""
     target = Path(path)
-    directory = target.parent if str(target.parent) else Path(".")
+    directory = target.parent
     if not directory.is_dir():
         from polytok.errors import ConfigError
 
@@ -21,8 +21,16 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
     try:
         with os.fdopen(handle, mode, encoding=None if "b" in mode else encoding) as stream:
             yield stream
+            stream.flush()
+            os.fsync(stream.fileno())
         os.replace(temporary, target)
     except BaseException:
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
         raise
+
+
+def write_atomically(path: str | os.PathLike, data: bytes) -> None:
+    """Write `data` to `path` through a temporary file and a rename."""
+    with atomic_write(path, "wb") as stream:
+        stream.write(data)

@@ -18,7 +18,6 @@ import hashlib
 import json
 import os
 import struct
-import tempfile
 from pathlib import Path
 from typing import Iterator, Mapping
 
@@ -26,6 +25,7 @@ import numpy as np
 from tqdm import tqdm
 
 from polytok import _core
+from polytok._io import atomic_write
 from polytok.corpus import Source, iter_documents
 from polytok.errors import ConfigError, CorpusError, FormatError, PatternError
 from polytok.pretokenize import resolve_pattern
@@ -107,18 +107,11 @@ class WordCounts:
             {"pattern": self.pattern, "words": len(self), "data_bytes": len(self.data), "sha256": digest.hexdigest()},
             ensure_ascii=True,
         ).encode("ascii")
-        target = Path(path)
-        descriptor, temporary = tempfile.mkstemp(dir=target.parent, prefix=f".{target.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(descriptor, "wb") as stream:
-                stream.write(_PREAMBLE.pack(MAGIC, FORMAT_VERSION, len(header)))
-                stream.write(header)
-                for part in (offsets, counts, self.data):
-                    stream.write(part)
-            os.replace(temporary, target)
-        except BaseException:
-            os.unlink(temporary)
-            raise
+        with atomic_write(path, "wb") as stream:
+            stream.write(_PREAMBLE.pack(MAGIC, FORMAT_VERSION, len(header)))
+            stream.write(header)
+            for part in (offsets, counts, self.data):
+                stream.write(part)
 
     @classmethod
     def load(cls, path: str | os.PathLike[str]) -> "WordCounts":
