@@ -9,20 +9,40 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString};
 use rayon::prelude::*;
 
-/// The code points for which Python's `str.isspace()` is true, sorted: `str.split()` with no
-/// argument splits on exactly these, and the metrics define a word as `str.split()` does.
-const PYTHON_WHITESPACE: [u32; 29] = [
-    0x09, 0x0a, 0x0b, 0x0c, 0x0d, 0x1c, 0x1d, 0x1e, 0x1f, 0x20, 0x85, 0xa0, 0x1680, 0x2000, 0x2001,
-    0x2002, 0x2003, 0x2004, 0x2005, 0x2006, 0x2007, 0x2008, 0x2009, 0x200a, 0x2028, 0x2029, 0x202f,
-    0x205f, 0x3000,
-];
-
-fn is_python_whitespace(c: char) -> bool {
-    let code = c as u32;
-    if code < 0x80 {
-        return matches!(code, 0x09..=0x0d | 0x1c..=0x20);
+/// ASCII bytes for which Python's `str.isspace()` is true: tab, line feed, vertical tab, form
+/// feed, carriage return, the four separators U+001C..U+001F, and space.
+const ASCII_WHITESPACE: [bool; 128] = {
+    let mut table = [false; 128];
+    let mut byte = 0;
+    while byte < 128 {
+        table[byte] = matches!(byte, 0x09..=0x0d | 0x1c..=0x20);
+        byte += 1;
     }
-    PYTHON_WHITESPACE.binary_search(&code).is_ok()
+    table
+};
+
+/// Whether the character that starts at `text[at]` (valid UTF-8) is whitespace for Python's
+/// `str.isspace()`, and so for `str.split()`. Besides ASCII these are U+0085, U+00A0, U+1680,
+/// U+2000..U+200A, U+2028, U+2029, U+202F, U+205F and U+3000, matched on their UTF-8 bytes so
+/// that no character has to be decoded.
+#[inline]
+fn starts_whitespace(text: &[u8], at: usize) -> bool {
+    let lead = text[at];
+    if lead < 0x80 {
+        return ASCII_WHITESPACE[lead as usize];
+    }
+    let next = |offset: usize| text.get(at + offset).copied().unwrap_or(0);
+    match lead {
+        0xc2 => matches!(next(1), 0x85 | 0xa0),
+        0xe1 => next(1) == 0x9a && next(2) == 0x80,
+        0xe2 => match next(1) {
+            0x80 => matches!(next(2), 0x80..=0x8a | 0xa8 | 0xa9 | 0xaf),
+            0x81 => next(2) == 0x9f,
+            _ => false,
+        },
+        0xe3 => next(1) == 0x80 && next(2) == 0x80,
+        _ => false,
+    }
 }
 
 /// What `measure` counts in one document.
@@ -45,20 +65,14 @@ struct Counter {
 }
 
 impl Counter {
-    fn character(&mut self, c: Option<char>) {
+    /// One character; branch-free, as whitespace and text alternate unpredictably.
+    #[inline]
+    fn character(&mut self, whitespace: bool, newline: bool) {
         self.stats.characters += 1;
-        // An invalid byte (None) is never whitespace, as a lone surrogate is not in Python.
-        if c.is_some_and(is_python_whitespace) {
-            self.in_word = false;
-            if c == Some('\n') {
-                self.stats.lines += u64::from(self.line_has_text);
-                self.line_has_text = false;
-            }
-        } else {
-            self.stats.words += u64::from(!self.in_word);
-            self.in_word = true;
-            self.line_has_text = true;
-        }
+        self.stats.words += u64::from(!whitespace & !self.in_word);
+        self.in_word = !whitespace;
+        self.stats.lines += u64::from(newline & self.line_has_text);
+        self.line_has_text = !newline & (self.line_has_text | !whitespace);
     }
 }
 
@@ -70,18 +84,16 @@ pub fn measure(text: &[u8]) -> TextStats {
         line_has_text: false,
     };
     for chunk in text.utf8_chunks() {
-        let valid = chunk.valid();
-        if valid.is_ascii() {
-            for &byte in valid.as_bytes() {
-                counter.character(Some(byte as char));
-            }
-        } else {
-            for c in valid.chars() {
-                counter.character(Some(c));
+        let valid = chunk.valid().as_bytes();
+        for (at, &byte) in valid.iter().enumerate() {
+            // Continuation bytes (10xxxxxx) belong to the character their lead byte counted.
+            if byte & 0xc0 != 0x80 {
+                counter.character(starts_whitespace(valid, at), byte == b'\n');
             }
         }
+        // Each invalid byte is one character that is not whitespace, as a lone surrogate is not.
         for _ in chunk.invalid() {
-            counter.character(None);
+            counter.character(false, false);
         }
     }
     counter.stats.lines += u64::from(counter.line_has_text);

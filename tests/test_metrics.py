@@ -473,3 +473,19 @@ def test_cli_stability_passes_its_options_to_train(monkeypatch, capsys):
     printed = json.loads(capsys.readouterr().out)
     assert printed["samples"] == 2 and len(printed["jaccard"]) == 2
     assert calls[0][3] == {"pattern": None, "special_tokens": [], "progress": False}
+
+
+def test_documents_that_are_not_text_are_an_error():
+    with pytest.raises(CorpusError, match="a corpus document is a int, expected str or bytes"):
+        polytok.evaluate(GreedyTokenizer(), ["fine", 7])
+    with pytest.raises(CorpusError, match="a corpus document 1 is a list, expected str or bytes"):
+        polytok.evaluate(GreedyTokenizer(), ["fine", ["not", "text"]])
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.text(max_size=30), max_size=40), st.integers(min_value=1, max_value=200))
+def test_batches_keep_every_document_in_order(documents, budget):
+    batches = list(metrics._batches(documents, budget))
+    assert [document for batch, _ in batches for document in batch] == documents
+    assert all(size == sum(map(len, batch)) for batch, size in batches)
+    assert all(size >= budget for _, size in batches[:-1])

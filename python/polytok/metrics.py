@@ -98,19 +98,34 @@ def iter_documents(corpus: Any, **reader_options: Any) -> Iterator[str | bytes]:
     return read(corpus, **reader_options)
 
 
-def _batches(documents: Iterable[str | bytes], batch_characters: int) -> Iterator[list[str | bytes]]:
+def _batches(documents: Iterable[str | bytes], batch_characters: int) -> Iterator[tuple[list[str | bytes], int]]:
+    """Consecutive documents of about `batch_characters` characters in all, with that size.
+
+    Documents are taken in chunks sized from the mean length so far, so that a corpus of short
+    lines costs a few C-level calls per thousand documents rather than Python work per document."""
+    iterator = iter(documents)
     batch: list[str | bytes] = []
-    size = 0
-    for document in documents:
-        if not isinstance(document, (str, bytes)):
-            raise CorpusError(f"a corpus document is a {type(document).__name__}, expected str or bytes")
-        batch.append(document)
-        size += len(document)
+    size = seen = taken = 0
+    while True:
+        remaining = batch_characters - size
+        wanted = 1 if seen == 0 else max(1, min(4096, remaining * taken // max(seen, 1)))
+        chunk = list(itertools.islice(iterator, wanted))
+        if not chunk:
+            break
+        try:
+            length = sum(map(len, chunk))
+        except TypeError:
+            kind = next(type(document).__name__ for document in chunk if not isinstance(document, (str, bytes)))
+            raise CorpusError(f"a corpus document is a {kind}, expected str or bytes") from None
+        batch += chunk
+        size += length
+        seen += length
+        taken += len(chunk)
         if size >= batch_characters:
-            yield batch
+            yield batch, size
             batch, size = [], 0
     if batch:
-        yield batch
+        yield batch, size
 
 
 def text_stats(documents: list[str | bytes]) -> dict[str, int]:
@@ -118,8 +133,8 @@ def text_stats(documents: list[str | bytes]) -> dict[str, int]:
     and non-blank lines of some documents, counted in the Rust core."""
     try:
         columns = _core.text_stats(documents)
-    except ValueError as error:
-        raise CorpusError(str(error)) from None
+    except (TypeError, ValueError) as error:
+        raise CorpusError(f"a corpus {error}") from None
     return {name: int(column.sum()) for name, column in zip(("bytes", "characters", "words", "lines"), columns)}
 
 
@@ -245,16 +260,17 @@ def evaluate_documents(
     counts = np.zeros(view.vocab_size, dtype=np.int64)
     totals = {"documents": 0, "bytes": 0, "characters": 0, "words": 0, "lines": 0}
     with _progress(progress, "evaluate") as bar:
-        for batch in _batches(documents, batch_characters):
+        for batch, characters in _batches(documents, batch_characters):
+            # Text first: it also checks that every document is str or bytes.
+            for name, value in text_stats(batch).items():
+                totals[name] += value
             encoded = view.encode_batch(batch, num_threads)
             try:
                 _core.add_token_counts(encoded, counts)
             except (TypeError, ValueError) as error:
                 raise EncodeError(f"the tokeniser returned unusable ids: {error}") from None
-            for name, value in text_stats(batch).items():
-                totals[name] += value
             totals["documents"] += len(batch)
-            bar.update(sum(len(document) for document in batch))
+            bar.update(characters)
     if totals["bytes"] == 0:
         return None
     by_histogram = token_count_metrics(counts, view.vocab_size, view.token_bytes)
@@ -368,7 +384,7 @@ def corpus_stats_of_documents(
     position = 0
     totals = {"documents": 0, "bytes": 0, "characters": 0, "lines": 0}
     with _progress(progress, "stats") as bar:
-        for batch in _batches(documents, BATCH_CHARACTERS):
+        for batch, _ in _batches(documents, BATCH_CHARACTERS):
             measured = text_stats(batch)
             for name in ("bytes", "characters", "lines"):
                 totals[name] += measured[name]
