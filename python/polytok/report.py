@@ -106,7 +106,10 @@ def report_rows(report: Mapping[str, Any]) -> list[dict[str, Any]]:
 
 
 def _figure(width: float = 6.4, height: float = 3.6):
-    import matplotlib
+    try:
+        import matplotlib
+    except ImportError:
+        raise ConfigError("plots need matplotlib: pip install 'polytok[plots]'") from None
 
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
