@@ -14,7 +14,7 @@ $(VENV)/.deps: pyproject.toml
 	touch $@
 
 $(VENV)/.test-deps: $(VENV)/.deps
-	$(PY) -m pip install -q pytest hypothesis regex tiktoken tokenizers sentencepiece pyarrow zstandard ortools matplotlib
+	$(PY) -m pip install -q pytest hypothesis regex tiktoken tokenizers sentencepiece pyarrow zstandard ortools matplotlib tokenization-scorer
 	touch $@
 
 $(VENV)/.built: $(VENV)/.deps $(SOURCES)

@@ -1,9 +1,11 @@
 """polytok: build, apply, certify and compare tokenisers."""
 from polytok import corpus, errors
+from polytok.compare import compare
 from polytok.counts import WordCounts, count
 from polytok.errors import Error
 from polytok.formats import load
 from polytok.formats.tiktoken import load_tiktoken
+from polytok.metrics import corpus_stats, evaluate
 from polytok.tokenizer import Tokenizer
 from polytok.trainers import train
 
@@ -14,9 +16,12 @@ __all__ = [
     "Tokenizer",
     "WordCounts",
     "__version__",
+    "compare",
     "corpus",
+    "corpus_stats",
     "count",
     "errors",
+    "evaluate",
     "load",
     "load_tiktoken",
     "train",
