@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import argparse
 import collections
-import importlib
 import json
 import math
 import os
 import sys
-import types
 from pathlib import Path
 
 import numpy as np
@@ -80,31 +78,6 @@ def small_tiktoken():
             ranks.setdefault(data[:end], len(ranks))
     return tiktoken.Encoding("polytok-test", pat_str=PRESETS["cl100k"], mergeable_ranks=ranks,
                              special_tokens={"<|endoftext|>": len(ranks)})
-
-
-@pytest.fixture(autouse=True)
-def corpus_reader(monkeypatch):
-    """Until polytok.corpus is merged in, stand in for its iter_documents as its contract reads:
-    a path (or list of paths) is read as text; str and bytes items are documents. Inert once the
-    real module exists."""
-    try:
-        importlib.import_module("polytok.corpus")
-        return
-    except ImportError:
-        pass
-    module = types.ModuleType("polytok.corpus")
-
-    def iter_documents(source, **options):
-        items = [source] if isinstance(source, (str, os.PathLike)) else source
-        for item in items:
-            if isinstance(item, os.PathLike) or (isinstance(item, str) and "\n" not in item and os.path.isfile(item)):
-                yield Path(item).read_text(encoding="utf-8")
-            else:
-                yield item
-
-    module.iter_documents = iter_documents
-    monkeypatch.setitem(sys.modules, "polytok.corpus", module)
-    monkeypatch.setattr(polytok, "corpus", module, raising=False)
 
 
 # --------------------------------------------------------------------------- hand-computed metrics

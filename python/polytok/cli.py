@@ -6,12 +6,14 @@ written to a temporary file and renamed, so a failed run never leaves half a fil
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import sys
 from typing import Sequence
 
 import polytok
 from polytok.errors import Error
+from polytok.metrics import add_corpus_options, add_tokenizer_format_options, reader_options
 
 EXAMPLES = {
     "count": """examples:
@@ -39,6 +41,20 @@ EXAMPLES = {
 }
 
 
+# Commands whose arguments and work live in their own module (add_NAME_arguments, run_NAME,
+# EXAMPLES[NAME]). importlib, because `polytok.compare` the attribute is the function.
+EXTERNAL_COMMANDS = {
+    name: (importlib.import_module(f"polytok.{module}"), help_text)
+    for name, module, help_text in [
+        ("eval", "metrics", "Intrinsic metrics of tokenisers on a corpus (compression, entropy, ...)."),
+        ("stability", "metrics", "Train on sampled subsets and compare the vocabularies (Jaccard)."),
+        ("stats", "metrics", "Corpus statistics: words, Zipf, Heaps, OOV, bytes against characters."),
+        ("compare", "compare", "Tokenisers side by side on texts and languages: tokens, tax, parity."),
+        ("report", "report", "One self-contained HTML report with plots, plus JSON and CSV."),
+    ]
+}
+
+
 def _command(subparsers, name: str, help_text: str) -> argparse.ArgumentParser:
     return subparsers.add_parser(
         name,
@@ -49,21 +65,9 @@ def _command(subparsers, name: str, help_text: str) -> argparse.ArgumentParser:
     )
 
 
-def _add_corpus_options(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--text-field", default="text", help="JSON field holding the text in .jsonl files")
-    parser.add_argument("--text-column", default="text", help="column holding the text in .parquet files")
-    parser.add_argument(
-        "--errors",
-        choices=["strict", "replace"],
-        default="strict",
-        help="invalid UTF-8 in a text file: stop with an error naming the byte offset, or replace it",
-    )
-
-
 def _add_tokenizer_option(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-t", "--tokenizer", required=True, help="tokeniser file (polytok JSON, .tiktoken, ...)")
-    parser.add_argument("--pattern", help="pre-tokenisation preset or regex, for formats that lack one (tiktoken)")
-    parser.add_argument("--special", action="append", default=[], help="special token, for formats that lack them")
+    add_tokenizer_format_options(parser)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -83,7 +87,7 @@ def build_parser() -> argparse.ArgumentParser:
     count.add_argument("--pattern", default="cl100k", help="preset (gpt2, cl100k, o200k, nanochat), a regex, or 'none'")
     count.add_argument("--special", action="append", default=[], help="special token to split out (repeatable)")
     count.add_argument("--threads", type=int, default=None, help="worker threads (default: all cores)")
-    _add_corpus_options(count)
+    add_corpus_options(count)
 
     train = _command(subparsers, "train", "Train a tokeniser on a corpus (default: the bundled corpus).")
     train.add_argument("corpus", nargs="*", help="corpus files, directories or globs; none: the bundled default corpus")
@@ -105,7 +109,7 @@ def build_parser() -> argparse.ArgumentParser:
         default="polytok",
         help="file format to write",
     )
-    _add_corpus_options(train)
+    add_corpus_options(train)
 
     encode = _command(subparsers, "encode", "Encode text, one output line per input line (stdin when no file).")
     _add_tokenizer_option(encode)
@@ -138,7 +142,16 @@ def build_parser() -> argparse.ArgumentParser:
     certify.add_argument("--solver", default="auto", help="auto, highs, pdlp or cuopt")
     certify.add_argument("--time-limit", type=float, default=None, help="solver time limit in seconds")
     certify.add_argument("--json", action="store_true", help="print the certificate as JSON")
-    _add_corpus_options(certify)
+    add_corpus_options(certify)
+    for name, (module, help_text) in EXTERNAL_COMMANDS.items():
+        module_parser = subparsers.add_parser(
+            name,
+            help=help_text,
+            description=help_text,
+            epilog=module.EXAMPLES[name],
+            formatter_class=argparse.RawDescriptionHelpFormatter,
+        )
+        getattr(module, f"add_{name}_arguments")(module_parser)
     return parser
 
 
@@ -182,9 +195,7 @@ def run_count(args: argparse.Namespace) -> None:
         special_tokens=args.special,
         num_threads=args.threads,
         progress=not args.quiet,
-        text_field=args.text_field,
-        text_column=args.text_column,
-        errors=args.errors,
+        **reader_options(args),
     )
     counts.save(args.output)
     if not args.quiet:
@@ -303,6 +314,7 @@ COMMANDS = {
     "decode": run_decode,
     "info": run_info,
     "certify": run_certify,
+    **{name: getattr(module, f"run_{name}") for name, (module, _) in EXTERNAL_COMMANDS.items()},
 }
 
 

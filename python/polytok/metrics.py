@@ -21,6 +21,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 import numpy as np
 
 from polytok import _core
+from polytok.corpus import iter_documents
 from polytok.errors import ConfigError, CorpusError, EncodeError
 
 RENYI_ORDERS: tuple[float, ...] = (1.0, 2.0, 2.5, 3.0)
@@ -88,14 +89,6 @@ def tokenizer_name(tokenizer: Any, position: int) -> str:
 
 
 # --------------------------------------------------------------------------- documents
-
-
-def iter_documents(corpus: Any, **reader_options: Any) -> Iterator[str | bytes]:
-    """The documents of `corpus`, read by polytok.corpus (paths, directories, globs, or an
-    iterable of str/bytes)."""
-    from polytok.corpus import iter_documents as read
-
-    return read(corpus, **reader_options)
 
 
 def _batches(documents: Iterable[str | bytes], batch_characters: int) -> Iterator[tuple[list[str | bytes], int]]:
