@@ -354,15 +354,16 @@ impl<'a> Scanner<'a> {
         while end < text.len() {
             let (flags, length) = self.class_at(end);
             if flags & UPPER_OR_TITLE == 0 {
+                // Not upper, so lower only if it is a lowercase letter: the lower run starts here.
+                if flags & LOWER != 0 {
+                    return Some(self.run(end + length, |f| f & LOWER != 0));
+                }
                 break;
             }
             end += length;
             if flags & LOWER != 0 {
                 after_last_lower = Some(end);
             }
-        }
-        if self.flags_at(end) & LOWER != 0 {
-            return Some(self.run(end, |f| f & LOWER != 0));
         }
         after_last_lower
     }
