@@ -22,7 +22,7 @@ from polytok.compare import (
     run_compare,
 )
 from polytok.errors import ConfigError, CorpusError, FormatError
-from test_metrics import COMMON_WORDS, GreedyTokenizer, corpus_reader, small_tiktoken  # noqa: F401
+from test_metrics import COMMON_WORDS, GreedyTokenizer, small_tiktoken  # noqa: F401
 
 DATA = Path(__file__).parent / "data"
 EN = (DATA / "handbook-en-US.txt").read_text(encoding="utf-8")

@@ -449,9 +449,9 @@ def test_cli_stability_passes_its_options_to_train(monkeypatch, capsys):
 
 
 def test_documents_that_are_not_text_are_an_error():
-    with pytest.raises(CorpusError, match="a corpus document is a int, expected str or bytes"):
+    with pytest.raises(CorpusError, match="corpus item 1 is int; expected str or bytes"):
         polytok.evaluate(GreedyTokenizer(), ["fine", 7])
-    with pytest.raises(CorpusError, match="a corpus document 1 is a list, expected str or bytes"):
+    with pytest.raises(CorpusError, match="corpus item 1 is list; expected str or bytes"):
         polytok.evaluate(GreedyTokenizer(), ["fine", ["not", "text"]])
 
 

@@ -17,7 +17,7 @@ import pytest
 import polytok
 from polytok.errors import ConfigError
 from polytok.report import add_report_arguments, build_report, report_rows, run_report, write_report
-from test_metrics import COMMON_WORDS, GreedyTokenizer, corpus_reader, small_tiktoken  # noqa: F401
+from test_metrics import COMMON_WORDS, GreedyTokenizer, small_tiktoken  # noqa: F401
 
 DATA = Path(__file__).parent / "data"
 TEXTS = {

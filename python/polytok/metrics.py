@@ -105,11 +105,7 @@ def _batches(documents: Iterable[str | bytes], batch_characters: int) -> Iterato
         chunk = list(itertools.islice(iterator, wanted))
         if not chunk:
             break
-        try:
-            length = sum(map(len, chunk))
-        except TypeError:
-            kind = next(type(document).__name__ for document in chunk if not isinstance(document, (str, bytes)))
-            raise CorpusError(f"a corpus document is a {kind}, expected str or bytes") from None
+        length = sum(map(len, chunk))
         batch += chunk
         size += length
         seen += length
