@@ -54,20 +54,7 @@ def count_polytok(docs: Iterator[str]):
     """Pre-token counts with polytok's cl100k pre-tokeniser."""
     import polytok
 
-    if hasattr(polytok, "count"):
-        return polytok.count(docs, pattern="cl100k", progress=False)
-    # TEMPORARY until `polytok.count` (the Rust counter) is merged: split in Rust, count in
-    # Python. Slower than the real counter; the lead removes this branch after the merge.
-    from collections import Counter
-
-    from polytok.counts import WordCounts
-    from polytok.pretokenize import PreTokenizer
-
-    splitter = PreTokenizer("cl100k")
-    counter: Counter = Counter()
-    for doc in docs:
-        counter.update(splitter.split(doc))
-    return WordCounts.from_dict(counter, pattern="cl100k")
+    return polytok.count(docs, pattern="cl100k", progress=False)
 
 
 def train_polytok(docs: Iterator[str], vocab_size: int) -> tuple[list[bytes], dict]:
