@@ -2,8 +2,9 @@
 tokenizers, in one process on the same ~25 MB mix of ../shared/data (files repeated to size).
 
 HF tokenizers has no public "count only" call, so its entry runs `train_from_iterator` with the
-same regex and a vocabulary of 300 tokens: the word count dominates that run. Peak memory is the
-rise of the process's peak resident set (VmHWM, reset before each run) over its size before.
+same regex and a vocabulary of 300 tokens: the word count dominates that run. Each contender runs
+in a child forked from this script; peak memory is the child's peak resident size minus its size
+at the start.
 
     python benchmarks/bench_count.py [--megabytes 25] [--threads N] [--repeats 3]
 """
@@ -12,9 +13,9 @@ from __future__ import annotations
 import argparse
 import collections
 import os
+import pickle
 import statistics
 import tempfile
-import threading
 import time
 from pathlib import Path
 from typing import Callable
@@ -50,55 +51,48 @@ def build_mix(target_bytes: int, directory: Path) -> Path:
     return Path(name)
 
 
-def resident_kilobytes(field: str) -> int:
+def resident_kilobytes() -> int:
     with open("/proc/self/status") as status:
         for line in status:
-            if line.startswith(field + ":"):
+            if line.startswith("VmRSS:"):
                 return int(line.split()[1])
-    return 0
+    raise RuntimeError("no VmRSS in /proc/self/status")
 
 
-class PeakMemory:
-    """Peak resident memory added during a block, in MB: VmHWM after a reset, or sampling."""
+def measure(run: Callable[[], object], repeats: int) -> tuple[float, float, float, object]:
+    """Median wall time (s) of `repeats` runs, their mean CPU time (s, all threads), the peak
+    memory they added (MB), and the result. CPU time shows the work done even when other
+    processes share the cores and stretch the wall time.
 
-    def __enter__(self) -> "PeakMemory":
-        self.baseline = resident_kilobytes("VmRSS")
+    The runs happen in a forked child, so each contender starts from the same lean process and
+    its peak resident size (from wait4) is not hidden by memory an earlier contender left behind.
+    """
+    reader, writer = os.pipe()
+    child = os.fork()
+    if child == 0:
+        os.close(reader)
         try:
-            with open("/proc/self/clear_refs", "w") as refs:
-                refs.write("5")  # resets VmHWM to the current resident size
-            self.sampler = None
-        except OSError:
-            self.samples = [self.baseline]
-            self.stop = threading.Event()
-            self.sampler = threading.Thread(target=self.sample, daemon=True)
-            self.sampler.start()
-        return self
-
-    def sample(self) -> None:
-        while not self.stop.wait(0.01):
-            self.samples.append(resident_kilobytes("VmRSS"))
-
-    def __exit__(self, *exception: object) -> None:
-        if self.sampler is None:
-            peak = resident_kilobytes("VmHWM")
-        else:
-            self.stop.set()
-            self.sampler.join()
-            peak = max(self.samples)
-        self.megabytes = max(0, peak - self.baseline) / 1024
-
-
-def measure(run: Callable[[], object], repeats: int) -> tuple[float, float, object]:
-    """Median wall time (s), peak added memory (MB) over the runs, and the last result."""
-    times, peaks, result = [], [], None
-    for _ in range(repeats):
-        result = None
-        with PeakMemory() as memory:
-            started = time.perf_counter()
-            result = run()
-            times.append(time.perf_counter() - started)
-        peaks.append(memory.megabytes)
-    return statistics.median(times), max(peaks), result
+            baseline = resident_kilobytes()
+            times, result = [], None
+            for _ in range(repeats):
+                started = time.perf_counter()
+                result = run()
+                times.append(time.perf_counter() - started)
+            payload = pickle.dumps((times, baseline, result))
+        except BaseException as error:  # reported by the parent
+            payload = pickle.dumps(error)
+        with os.fdopen(writer, "wb") as stream:
+            stream.write(payload)
+        os._exit(0)
+    os.close(writer)
+    with os.fdopen(reader, "rb") as stream:
+        answer = pickle.loads(stream.read())
+    _, _, usage = os.wait4(child, 0)
+    if isinstance(answer, BaseException):
+        raise answer
+    times, baseline, result = answer
+    cpu_seconds = (usage.ru_utime + usage.ru_stime) / repeats
+    return statistics.median(times), cpu_seconds, max(0, usage.ru_maxrss - baseline) / 1024, result
 
 
 def python_baseline(path: Path, pattern: str) -> collections.Counter:
@@ -125,7 +119,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--megabytes", type=float, default=25.0)
     parser.add_argument("--threads", type=int, default=os.cpu_count())
-    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--repeats", type=int, default=3, help="runs of polytok (median)")
+    parser.add_argument("--peer-repeats", type=int, default=1, help="runs of the slower peers (median)")
     parser.add_argument("--pattern", default="cl100k")
     arguments = parser.parse_args()
 
@@ -133,34 +128,40 @@ def main() -> None:
     size_mb = path.stat().st_size / 1e6
     pattern = PRESETS[arguments.pattern]
     print(f"counting {size_mb:.1f} MB ({', '.join(FILES)} repeated), pattern {arguments.pattern}, "
-          f"{arguments.threads} threads, {os.cpu_count()} cores, median of {arguments.repeats}")
+          f"{arguments.threads} threads, {os.cpu_count()} cores, median of {arguments.repeats} runs "
+          f"({arguments.peer_repeats} for peers)")
     try:
         rows = []
-        seconds, peak, ours = measure(
+        seconds, cpu, peak, ours = measure(
             lambda: polytok.count(path, arguments.pattern, num_threads=arguments.threads, progress=False),
             arguments.repeats,
         )
-        rows.append(("polytok.count", seconds, peak))
-        seconds1, peak1, single = measure(
-            lambda: polytok.count(path, arguments.pattern, num_threads=1, progress=False), arguments.repeats
-        )
-        assert single.to_dict() == ours.to_dict()
-        rows.append(("polytok.count, 1 thread", seconds1, peak1))
+        rows.append((f"polytok.count, {arguments.threads} threads", seconds, cpu, peak))
+        if arguments.threads != 1:
+            seconds, cpu, peak, single = measure(
+                lambda: polytok.count(path, arguments.pattern, num_threads=1, progress=False), arguments.repeats
+            )
+            assert single.to_dict() == ours.to_dict()
+            rows.append(("polytok.count, 1 thread", seconds, cpu, peak))
 
-        seconds, peak, reference = measure(lambda: python_baseline(path, pattern), 1)
+        seconds, cpu, peak, reference = measure(lambda: python_baseline(path, pattern), arguments.peer_repeats)
         agree = {word.encode("utf-8"): number for word, number in reference.items()} == ours.to_dict()
-        rows.append(("Python regex.findall + Counter" + ("" if agree else " (COUNTS DIFFER)"), seconds, peak))
+        rows.append(("Python regex.findall + Counter" + ("" if agree else " (COUNTS DIFFER)"), seconds, cpu, peak))
         try:
-            seconds, peak, _ = measure(lambda: huggingface(path, pattern, arguments.threads), arguments.repeats)
-            rows.append(("HF tokenizers train_from_iterator, vocab 300", seconds, peak))
+            seconds, cpu, peak, _ = measure(
+                lambda: huggingface(path, pattern, arguments.threads), arguments.peer_repeats
+            )
+            rows.append(("HF tokenizers train_from_iterator, vocab 300", seconds, cpu, peak))
         except ImportError:
             print("(tokenizers not installed: HF row skipped)")
 
         ours_seconds = rows[0][1]
-        print(f"{'':48} {'seconds':>8} {'MB/s':>8} {'peak MB':>8} {'time / polytok':>15}")
-        for name, seconds, peak in rows:
-            print(f"{name:48} {seconds:8.2f} {size_mb / seconds:8.1f} {peak:8.0f} {seconds / ours_seconds:15.2f}")
-        print(f"{len(ours):,} distinct pre-tokens, {ours.total:,} in all")
+        print(f"{'':46} {'wall s':>7} {'MB/s':>7} {'CPU s':>7} {'peak MB':>8} {'wall / polytok':>15}")
+        for name, seconds, cpu, peak in rows:
+            print(f"{name:46} {seconds:7.2f} {size_mb / seconds:7.1f} {cpu:7.2f} {peak:8.0f} "
+                  f"{seconds / ours_seconds:15.2f}")
+        print(f"{len(ours):,} distinct pre-tokens, {ours.total:,} in all; load average "
+              f"{os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     finally:
         path.unlink()
 

@@ -18,7 +18,11 @@ use crate::pretokenize::{PreTokenizer, Segment};
 type BorrowedCounts<'a> = FxHashMap<&'a [u8], u64>;
 
 /// Adds the pre-tokens of `document` to `counts`; special tokens are split out and not counted.
-fn count_document<'a>(pretokenizer: &PreTokenizer, document: &'a [u8], counts: &mut BorrowedCounts<'a>) {
+fn count_document<'a>(
+    pretokenizer: &PreTokenizer,
+    document: &'a [u8],
+    counts: &mut BorrowedCounts<'a>,
+) {
     pretokenizer.for_each_segment(document, |segment| {
         if let Segment::Text(text) = segment {
             pretokenizer.for_each_piece(text, |piece| *counts.entry(piece).or_insert(0) += 1);
@@ -28,7 +32,11 @@ fn count_document<'a>(pretokenizer: &PreTokenizer, document: &'a [u8], counts: &
 
 /// Merges two count maps, walking the smaller one.
 fn merge_borrowed<'a>(left: BorrowedCounts<'a>, right: BorrowedCounts<'a>) -> BorrowedCounts<'a> {
-    let (mut larger, smaller) = if left.len() >= right.len() { (left, right) } else { (right, left) };
+    let (mut larger, smaller) = if left.len() >= right.len() {
+        (left, right)
+    } else {
+        (right, left)
+    };
     for (word, count) in smaller {
         *larger.entry(word).or_insert(0) += count;
     }
@@ -36,7 +44,10 @@ fn merge_borrowed<'a>(left: BorrowedCounts<'a>, right: BorrowedCounts<'a>) -> Bo
 }
 
 /// The pre-token counts of a batch of documents, counted in parallel on the current rayon pool.
-fn count_batch<'a, D: AsRef<[u8]> + Sync>(pretokenizer: &PreTokenizer, documents: &'a [D]) -> BorrowedCounts<'a> {
+fn count_batch<'a, D: AsRef<[u8]> + Sync>(
+    pretokenizer: &PreTokenizer,
+    documents: &'a [D],
+) -> BorrowedCounts<'a> {
     documents
         .par_iter()
         .fold(BorrowedCounts::default, |mut counts, document| {
@@ -57,7 +68,11 @@ impl FlatCounts {
     fn with_capacity(words: usize, bytes: usize) -> Self {
         let mut offsets = Vec::with_capacity(words + 1);
         offsets.push(0);
-        FlatCounts { data: Vec::with_capacity(bytes), offsets, counts: Vec::with_capacity(words) }
+        FlatCounts {
+            data: Vec::with_capacity(bytes),
+            offsets,
+            counts: Vec::with_capacity(words),
+        }
     }
 
     fn push(&mut self, word: &[u8], count: u64) {
@@ -75,7 +90,10 @@ pub struct Counter {
 
 impl Counter {
     pub fn new(pretokenizer: PreTokenizer) -> Self {
-        Counter { pretokenizer, words: FxHashMap::default() }
+        Counter {
+            pretokenizer,
+            words: FxHashMap::default(),
+        }
     }
 
     /// Counts a batch of documents (in parallel on the current rayon pool).
@@ -93,7 +111,11 @@ impl Counter {
 
     /// The counts so far, sorted bytewise.
     pub fn sorted(&self) -> FlatCounts {
-        let mut entries: Vec<(&[u8], u64)> = self.words.iter().map(|(word, &count)| (&**word, count)).collect();
+        let mut entries: Vec<(&[u8], u64)> = self
+            .words
+            .iter()
+            .map(|(word, &count)| (&**word, count))
+            .collect();
         // Keys are unique, so an unstable sort is still deterministic.
         entries.par_sort_unstable_by(|left, right| left.0.cmp(right.0));
         let bytes = entries.iter().map(|(word, _)| word.len()).sum();
@@ -116,7 +138,11 @@ impl<'a> WordsView<'a> {
     /// Checks the offsets bound `data` and that words are non-empty and strictly increasing.
     pub fn new(data: &'a [u8], offsets: &'a [i64], counts: &'a [u64]) -> Result<Self, String> {
         if offsets.len() != counts.len() + 1 {
-            return Err(format!("{} offsets for {} counts; expected one more offset than counts", offsets.len(), counts.len()));
+            return Err(format!(
+                "{} offsets for {} counts; expected one more offset than counts",
+                offsets.len(),
+                counts.len()
+            ));
         }
         if offsets[0] != 0 || offsets[offsets.len() - 1] != data.len() as i64 {
             return Err(format!(
@@ -129,9 +155,16 @@ impl<'a> WordsView<'a> {
         if let Some(i) = offsets.windows(2).position(|pair| pair[1] <= pair[0]) {
             return Err(format!("word {i} is empty or its offsets decrease"));
         }
-        let view = WordsView { data, offsets, counts };
+        let view = WordsView {
+            data,
+            offsets,
+            counts,
+        };
         if let Some(i) = (1..view.len()).find(|&i| view.word(i - 1) >= view.word(i)) {
-            return Err(format!("words {} and {i} are not in strictly increasing byte order", i - 1));
+            return Err(format!(
+                "words {} and {i} are not in strictly increasing byte order",
+                i - 1
+            ));
         }
         Ok(view)
     }
@@ -147,7 +180,8 @@ impl<'a> WordsView<'a> {
 
 /// The sum of two sorted count lists, by a linear merge.
 pub fn merge_sorted(left: &WordsView, right: &WordsView) -> FlatCounts {
-    let mut merged = FlatCounts::with_capacity(left.len() + right.len(), left.data.len() + right.data.len());
+    let mut merged =
+        FlatCounts::with_capacity(left.len() + right.len(), left.data.len() + right.data.len());
     let (mut i, mut j) = (0, 0);
     while i < left.len() && j < right.len() {
         let (a, b) = (left.word(i), right.word(j));
@@ -198,7 +232,8 @@ impl Document {
                 Ok(text) => Ok(Document::Text(text)),
                 // Lone surrogates have no UTF-8 form; keep them as bytes, as the pre-tokeniser does.
                 Err(_) => Ok(Document::Bytes(
-                    text.call_method1("encode", ("utf-8", "surrogatepass"))?.extract::<PyBackedBytes>()?,
+                    text.call_method1("encode", ("utf-8", "surrogatepass"))?
+                        .extract::<PyBackedBytes>()?,
                 )),
             };
         }
@@ -212,12 +247,20 @@ impl Document {
     }
 }
 
-fn flat_to_python<'py>(
-    py: Python<'py>,
-    flat: FlatCounts,
-) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<u64>>)> {
+/// Flattened counts as Python receives them: (data, offsets int64, counts uint64).
+type PyFlatCountsOut<'py> = (
+    Bound<'py, PyBytes>,
+    Bound<'py, PyArray1<i64>>,
+    Bound<'py, PyArray1<u64>>,
+);
+
+fn flat_to_python<'py>(py: Python<'py>, flat: FlatCounts) -> PyResult<PyFlatCountsOut<'py>> {
     let data = PyBytes::new(py, &flat.data);
-    Ok((data, flat.offsets.into_pyarray(py), flat.counts.into_pyarray(py)))
+    Ok((
+        data,
+        flat.offsets.into_pyarray(py),
+        flat.counts.into_pyarray(py),
+    ))
 }
 
 /// Counts the pre-tokens of batches of documents on a thread pool of its own.
@@ -232,16 +275,24 @@ impl PyWordCounter {
     /// `num_threads=None` uses every core.
     #[new]
     #[pyo3(signature = (pattern, special_tokens=Vec::new(), num_threads=None))]
-    fn new(pattern: Option<&str>, special_tokens: Vec<Vec<u8>>, num_threads: Option<usize>) -> PyResult<Self> {
+    fn new(
+        pattern: Option<&str>,
+        special_tokens: Vec<Vec<u8>>,
+        num_threads: Option<usize>,
+    ) -> PyResult<Self> {
         if special_tokens.iter().any(|token| token.is_empty()) {
             return Err(PyValueError::new_err("a special token is empty"));
         }
-        let pretokenizer = PreTokenizer::new(pattern, special_tokens).map_err(PyValueError::new_err)?;
+        let pretokenizer =
+            PreTokenizer::new(pattern, special_tokens).map_err(PyValueError::new_err)?;
         let pool = rayon::ThreadPoolBuilder::new()
             .num_threads(num_threads.unwrap_or(0))
             .build()
             .map_err(|error| PyValueError::new_err(error.to_string()))?;
-        Ok(PyWordCounter { counter: Counter::new(pretokenizer), pool })
+        Ok(PyWordCounter {
+            counter: Counter::new(pretokenizer),
+            pool,
+        })
     }
 
     /// Counts a batch of documents (str or bytes) with the GIL released; returns their size in bytes.
@@ -251,7 +302,10 @@ impl PyWordCounter {
             .enumerate()
             .map(|(index, item)| Document::extract(&item?, index))
             .collect::<PyResult<Vec<Document>>>()?;
-        let size = documents.iter().map(|document| document.as_ref().len() as u64).sum();
+        let size = documents
+            .iter()
+            .map(|document| document.as_ref().len() as u64)
+            .sum();
         let (counter, pool) = (&mut self.counter, &self.pool);
         py.detach(|| pool.install(|| counter.add(&documents)));
         Ok(size)
@@ -263,10 +317,7 @@ impl PyWordCounter {
     }
 
     /// (data, offsets int64, counts uint64) of the pre-tokens so far, sorted bytewise.
-    fn finish<'py>(
-        &self,
-        py: Python<'py>,
-    ) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<u64>>)> {
+    fn finish<'py>(&self, py: Python<'py>) -> PyResult<PyFlatCountsOut<'py>> {
         let (counter, pool) = (&self.counter, &self.pool);
         let flat = py.detach(|| pool.install(|| counter.sorted()));
         flat_to_python(py, flat)
@@ -274,10 +325,19 @@ impl PyWordCounter {
 }
 
 /// Flattened counts as Python hands them to `merge_word_counts`.
-type PyFlatCounts<'py> = (PyBackedBytes, PyReadonlyArray1<'py, i64>, PyReadonlyArray1<'py, u64>);
+type PyFlatCountsIn<'py> = (
+    PyBackedBytes,
+    PyReadonlyArray1<'py, i64>,
+    PyReadonlyArray1<'py, u64>,
+);
 
-fn checked_view<'a>(py: Python<'_>, side: &str, flat: &'a PyFlatCounts<'_>) -> PyResult<WordsView<'a>> {
-    let (data, offsets, counts): (&[u8], &[i64], &[u64]) = (&flat.0, flat.1.as_slice()?, flat.2.as_slice()?);
+fn checked_view<'a>(
+    py: Python<'_>,
+    side: &str,
+    flat: &'a PyFlatCountsIn<'_>,
+) -> PyResult<WordsView<'a>> {
+    let (data, offsets, counts): (&[u8], &[i64], &[u64]) =
+        (&flat.0, flat.1.as_slice()?, flat.2.as_slice()?);
     py.detach(|| WordsView::new(data, offsets, counts))
         .map_err(|error| PyValueError::new_err(format!("{side} operand: {error}")))
 }
@@ -286,10 +346,13 @@ fn checked_view<'a>(py: Python<'_>, side: &str, flat: &'a PyFlatCounts<'_>) -> P
 #[pyfunction]
 fn merge_word_counts<'py>(
     py: Python<'py>,
-    left: PyFlatCounts<'py>,
-    right: PyFlatCounts<'py>,
-) -> PyResult<(Bound<'py, PyBytes>, Bound<'py, PyArray1<i64>>, Bound<'py, PyArray1<u64>>)> {
-    let (left, right) = (checked_view(py, "left", &left)?, checked_view(py, "right", &right)?);
+    left: PyFlatCountsIn<'py>,
+    right: PyFlatCountsIn<'py>,
+) -> PyResult<PyFlatCountsOut<'py>> {
+    let (left, right) = (
+        checked_view(py, "left", &left)?,
+        checked_view(py, "right", &right)?,
+    );
     let merged = py.detach(|| merge_sorted(&left, &right));
     flat_to_python(py, merged)
 }

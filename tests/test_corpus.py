@@ -90,6 +90,18 @@ def test_white_space_runs_are_never_cut(tmp_path, monkeypatch):
     assert documents == ["a\n\nb  \nc\u3000\nd\n\u00a0e\n \nf\ng\n", "hij\n"]
 
 
+def test_text_without_a_safe_cut_is_cut_at_line_breaks_as_a_last_resort(tmp_path, monkeypatch):
+    monkeypatch.setattr(corpus, "CHUNK_BYTES", 16)
+    text = "".join(f"第{i}行没有空格。\r\n" for i in range(400))
+    path = tmp_path / "crlf.txt"
+    path.write_text(text, newline="")
+    documents = list(iter_documents(path))
+    assert "".join(documents) == text
+    assert len(documents) > 5
+    assert all(document.endswith("\r\n") for document in documents)
+    assert max(len(document.encode()) for document in documents) < (corpus.LAST_RESORT_CHUNKS + 1) * 16 + 30
+
+
 def test_a_cut_waits_for_the_whole_next_character(tmp_path, monkeypatch):
     # The stream delivers 8 bytes at a time; after "x\n" come the bytes of U+00A0 (white space),
     # whose second byte is not read yet when the first buffer is searched.

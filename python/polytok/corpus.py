@@ -13,7 +13,9 @@ documents. Files are read by suffix, each optionally compressed (.gz, .zst):
   line longer than the chunk, at a single space between two non-space characters). No preset
   pattern (gpt2, cl100k, o200k, nanochat) matches across such a cut, so counting a file chunk by
   chunk gives exactly the pre-tokens of the whole file, while memory stays flat. A custom regex that
-  matches across a line break may see the cut.
+  matches across a line break may see the cut. Text with no such cut in ``LAST_RESORT_CHUNKS``
+  chunks (CRLF lines without spaces) is cut after any line break; a single line longer than that
+  with no single space in it is never cut.
 
 Nothing is read into memory whole: memory stays flat however large the files are.
 """
@@ -39,6 +41,8 @@ Source = Union[str, os.PathLike, Iterable[Union[str, bytes, os.PathLike]]]
 
 #: Target size in bytes of one plain-text document (a group of whole lines).
 CHUNK_BYTES = 1 << 20
+#: A document without a safe cut grows to at most this many chunks before it is cut at any line break.
+LAST_RESORT_CHUNKS = 64
 #: Rows per record batch read from a Parquet file.
 PARQUET_BATCH_ROWS = 1024
 #: What `errors` may be: stop on invalid UTF-8, replace it with U+FFFD, or pass raw bytes through.
@@ -282,8 +286,13 @@ def _text_documents(path: Path, stream: IO[bytes], errors: str) -> Iterator[str 
         if len(buffer) < CHUNK_BYTES:
             continue
         cut = _last_cut(buffer, searched)
+        if cut == 0 and len(buffer) >= LAST_RESORT_CHUNKS * CHUNK_BYTES:
+            # No cut that is safe for every preset (e.g. CRLF text without spaces, where gpt2
+            # splits "\r\n" differently at the end of a document): cut after the last line
+            # break anyway, so that memory stays bounded.
+            cut = buffer.rfind(b"\n") + 1
         if cut == 0:
-            # Lookbehind needs a few bytes of context before where the next search starts.
+            # Cuts in the last 3 bytes could not be checked yet; search them again next time.
             searched = max(0, len(buffer) - 4)
             continue
         document = bytes(buffer[:cut])
