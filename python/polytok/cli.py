@@ -55,14 +55,17 @@ EXTERNAL_COMMANDS = {
 }
 
 
-def _command(subparsers, name: str, help_text: str) -> argparse.ArgumentParser:
-    return subparsers.add_parser(
+def _command(subparsers, name: str, help_text: str, epilog: str) -> argparse.ArgumentParser:
+    parser = subparsers.add_parser(
         name,
         help=help_text,
         description=help_text,
-        epilog=EXAMPLES[name],
+        epilog=epilog,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
+    # Accepted after the command too (`polytok train -q ...`); SUPPRESS keeps the global value.
+    parser.add_argument("-q", "--quiet", action="store_true", default=argparse.SUPPRESS, help="no progress bars")
+    return parser
 
 
 def _add_tokenizer_option(parser: argparse.ArgumentParser) -> None:
@@ -81,7 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("-q", "--quiet", action="store_true", help="no progress bars")
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
-    count = _command(subparsers, "count", "Count the pre-tokens of a corpus into a reusable counts file.")
+    count = _command(subparsers, "count", "Count the pre-tokens of a corpus into a reusable counts file.", EXAMPLES["count"])
     count.add_argument("corpus", nargs="+", help="text, .jsonl or .parquet files (optionally .gz/.zst), directories or globs")
     count.add_argument("-o", "--output", required=True, help="counts file to write")
     count.add_argument("--pattern", default="cl100k", help="preset (gpt2, cl100k, o200k, nanochat), a regex, or 'none'")
@@ -89,7 +92,7 @@ def build_parser() -> argparse.ArgumentParser:
     count.add_argument("--threads", type=int, default=None, help="worker threads (default: all cores)")
     add_corpus_options(count)
 
-    train = _command(subparsers, "train", "Train a tokeniser on a corpus (default: the bundled corpus).")
+    train = _command(subparsers, "train", "Train a tokeniser on a corpus (default: the bundled corpus).", EXAMPLES["train"])
     train.add_argument("corpus", nargs="*", help="corpus files, directories or globs; none: the bundled default corpus")
     train.add_argument("--counts", help="a counts file from `polytok count` instead of a corpus")
     train.add_argument("-o", "--output", required=True, help="tokeniser file to write")
@@ -111,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     add_corpus_options(train)
 
-    encode = _command(subparsers, "encode", "Encode text, one output line per input line (stdin when no file).")
+    encode = _command(subparsers, "encode", "Encode text, one output line per input line (stdin when no file).", EXAMPLES["encode"])
     _add_tokenizer_option(encode)
     encode.add_argument("files", nargs="*", help="text files; none: standard input")
     encode.add_argument(
@@ -128,15 +131,15 @@ def build_parser() -> argparse.ArgumentParser:
     )
     encode.add_argument("--ordinary", action="store_true", help="treat special-token text as ordinary text")
 
-    decode = _command(subparsers, "decode", "Decode lines of space-separated ids back into text.")
+    decode = _command(subparsers, "decode", "Decode lines of space-separated ids back into text.", EXAMPLES["decode"])
     _add_tokenizer_option(decode)
     decode.add_argument("files", nargs="*", help="files of ids; none: standard input")
 
-    info = _command(subparsers, "info", "Describe a tokeniser file.")
+    info = _command(subparsers, "info", "Describe a tokeniser file.", EXAMPLES["info"])
     _add_tokenizer_option(info)
     info.add_argument("--json", action="store_true", help="print JSON")
 
-    certify = _command(subparsers, "certify", "Lower-bound the token count any same-size vocabulary can reach.")
+    certify = _command(subparsers, "certify", "Lower-bound the token count any same-size vocabulary can reach.", EXAMPLES["certify"])
     _add_tokenizer_option(certify)
     certify.add_argument("corpus", nargs="+", help="corpus files, directories or globs")
     certify.add_argument("--solver", default="auto", help="auto, highs, pdlp or cuopt")
@@ -144,13 +147,7 @@ def build_parser() -> argparse.ArgumentParser:
     certify.add_argument("--json", action="store_true", help="print the certificate as JSON")
     add_corpus_options(certify)
     for name, (module, help_text) in EXTERNAL_COMMANDS.items():
-        module_parser = subparsers.add_parser(
-            name,
-            help=help_text,
-            description=help_text,
-            epilog=module.EXAMPLES[name],
-            formatter_class=argparse.RawDescriptionHelpFormatter,
-        )
+        module_parser = _command(subparsers, name, help_text, module.EXAMPLES[name])
         getattr(module, f"add_{name}_arguments")(module_parser)
     return parser
 
