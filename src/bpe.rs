@@ -1,5 +1,396 @@
-use pyo3::prelude::*;
+//! Byte-level BPE training on counted pre-tokens.
+//!
+//! The algorithm is the naive one (count every adjacent pair weighted by the word's count, merge
+//! the most frequent pair everywhere, repeat) made fast without changing its result:
+//! - each unique pre-token is stored once, as symbols back to back in one flat array, and a merge
+//!   rewrites a word in place (it can only get shorter);
+//! - pair counts are kept up to date incrementally, from the few pairs around each replaced
+//!   occurrence, instead of being recounted;
+//! - a pair -> words index means a merge only visits the words that contain the merged pair;
+//! - a max-heap keyed by (count, reversed pair) with lazy deletion finds the next merge.
+//!
+//! Tie-break: the highest count wins; among equal counts the smallest (left id, right id).
+//! Replacement inside a word is left to right, so merging (a, a) in "aaaa" gives "aa aa" and in
+//! "aaa" gives "aa a", exactly like the naive loop.
+//!
+//! Training stops early, with fewer merges than asked, when no pair occurs at least
+//! `min_frequency` times (with `min_frequency` = 1: when no word has two symbols left).
+//!
+//! No two tokens ever have the same bytes, so token 256 + k is exactly the concatenation of
+//! merge k and the vocabulary exports to tiktoken ranks and HF as is. Proof: cut out a span of a
+//! word whose two ends stay token boundaries up to step k; since no replacement crossed them,
+//! its tokens after step k are those of the span trained alone (left-to-right replacement is
+//! decided locally). Merge k joins adjacent tokens (x, y) that occur in some word, so the span
+//! x y alone still comes out as the two tokens [x, y] after step k - 1. If some earlier merge j
+//! had made the same bytes from (x', y'), the same argument on its word shows the span alone
+//! comes out as [x', y'] after step j - 1, hence as one token after step j, and stays one token:
+//! a contradiction. So the chosen pair always makes new bytes, and no rule for repeats is needed.
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::ops::ControlFlow;
 
-pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+use numpy::ndarray::Array2;
+use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use rayon::prelude::*;
+use rustc_hash::FxHashMap;
+
+/// An adjacent pair of token ids packed as `left << 32 | right`, so that the natural order of
+/// the integer is the (left, right) order of the tie-break.
+type Pair = u64;
+
+fn pack(left: u32, right: u32) -> Pair {
+    (u64::from(left) << 32) | u64::from(right)
+}
+
+fn unpack(pair: Pair) -> (u32, u32) {
+    ((pair >> 32) as u32, pair as u32)
+}
+
+/// What training produced: merge k made token 256 + k from `merges[k]`, chosen with `counts[k]`.
+pub struct Trained {
+    pub merges: Vec<(u32, u32)>,
+    pub counts: Vec<u64>,
+}
+
+/// The weighted occurrences of one pair and the words that may contain it. `words` can hold
+/// stale entries (words where the pair has since been merged away) and repeats; a merge sorts,
+/// deduplicates and rescans them, so they only cost a little time.
+#[derive(Default)]
+struct PairStats {
+    count: u64,
+    words: Vec<u32>,
+}
+
+/// Unique pre-tokens with two or more bytes (shorter ones hold no pair), as symbols back to back.
+struct Words {
+    symbols: Vec<u32>,
+    starts: Vec<usize>,
+    lengths: Vec<u32>,
+    counts: Vec<u64>,
+}
+
+impl Words {
+    fn new(data: &[u8], offsets: &[i64], counts: &[u64]) -> Result<Self, String> {
+        if offsets.len() != counts.len() + 1 {
+            return Err(format!(
+                "offsets must have one more entry than counts, got {} offsets for {} counts",
+                offsets.len(),
+                counts.len()
+            ));
+        }
+        if offsets[0] != 0 || offsets[offsets.len() - 1] != data.len() as i64 {
+            return Err(format!(
+                "offsets must start at 0 and end at the data length {}, got {} and {}",
+                data.len(),
+                offsets[0],
+                offsets[offsets.len() - 1]
+            ));
+        }
+        if let Some(i) = offsets.windows(2).position(|w| w[0] > w[1]) {
+            return Err(format!(
+                "offsets must not decrease, but offsets[{}] > offsets[{}]",
+                i,
+                i + 1
+            ));
+        }
+        let mut words = Words {
+            symbols: Vec::new(),
+            starts: Vec::new(),
+            lengths: Vec::new(),
+            counts: Vec::new(),
+        };
+        for (i, &count) in counts.iter().enumerate() {
+            let word = &data[offsets[i] as usize..offsets[i + 1] as usize];
+            if word.len() < 2 || count == 0 {
+                continue;
+            }
+            if word.len() > u32::MAX as usize || words.counts.len() == u32::MAX as usize {
+                return Err("more than 2^32 - 1 words, or a word of 2^32 bytes or more".into());
+            }
+            words.starts.push(words.symbols.len());
+            words.lengths.push(word.len() as u32);
+            words.counts.push(count);
+            words.symbols.extend(word.iter().map(|&b| u32::from(b)));
+        }
+        Ok(words)
+    }
+
+    fn len(&self) -> usize {
+        self.counts.len()
+    }
+
+    fn word(&self, w: usize) -> &[u32] {
+        &self.symbols[self.starts[w]..self.starts[w] + self.lengths[w] as usize]
+    }
+}
+
+/// Initial pair statistics: chunks of words are counted in parallel, then summed in chunk order,
+/// so every count is an exact sum and every word list comes out sorted, whatever the threads.
+fn count_pairs(words: &Words) -> FxHashMap<Pair, PairStats> {
+    const CHUNK: usize = 8192;
+    let chunks: Vec<FxHashMap<Pair, PairStats>> = (0..words.len().div_ceil(CHUNK))
+        .into_par_iter()
+        .map(|chunk| {
+            let mut stats: FxHashMap<Pair, PairStats> = FxHashMap::default();
+            for w in chunk * CHUNK..((chunk + 1) * CHUNK).min(words.len()) {
+                let count = words.counts[w];
+                for window in words.word(w).windows(2) {
+                    let entry = stats.entry(pack(window[0], window[1])).or_default();
+                    entry.count += count;
+                    if entry.words.last() != Some(&(w as u32)) {
+                        entry.words.push(w as u32);
+                    }
+                }
+            }
+            stats
+        })
+        .collect();
+    let mut total: FxHashMap<Pair, PairStats> = FxHashMap::default();
+    for chunk in chunks {
+        for (pair, stats) in chunk {
+            let entry = total.entry(pair).or_default();
+            entry.count += stats.count;
+            entry.words.extend_from_slice(&stats.words);
+        }
+    }
+    total
+}
+
+/// Replaces, left to right, every (a, b) in word `w` by `token`, and updates the pair statistics
+/// from the neighbours of each replaced occurrence; the pairs it adds (all containing `token`) are
+/// appended to `added`.
+fn merge_word(
+    words: &mut Words,
+    w: usize,
+    (a, b): (u32, u32),
+    token: u32,
+    stats: &mut FxHashMap<Pair, PairStats>,
+    added: &mut Vec<Pair>,
+) {
+    let merged = pack(a, b);
+    let count = words.counts[w];
+    let start = words.starts[w];
+    let length = words.lengths[w] as usize;
+    let symbols = &mut words.symbols[start..start + length];
+    let remove = |pair: Pair, stats: &mut FxHashMap<Pair, PairStats>| {
+        // The merged pair's own entry is already gone: all its occurrences disappear.
+        if pair != merged {
+            if let Some(entry) = stats.get_mut(&pair) {
+                entry.count -= count;
+                if entry.count == 0 {
+                    stats.remove(&pair);
+                }
+            }
+        }
+    };
+    let mut add = |pair: Pair, stats: &mut FxHashMap<Pair, PairStats>| {
+        let entry = stats.entry(pair).or_default();
+        entry.count += count;
+        if entry.words.last() != Some(&(w as u32)) {
+            entry.words.push(w as u32);
+        }
+        added.push(pair);
+    };
+    let (mut read, mut write) = (0, 0);
+    while read < length {
+        if read + 1 < length && symbols[read] == a && symbols[read + 1] == b {
+            // The left neighbour is taken from the rewritten prefix: it may itself be a `token`
+            // made a moment ago, as in "abab" -> "t t".
+            if write > 0 {
+                let previous = symbols[write - 1];
+                remove(pack(previous, a), stats);
+                add(pack(previous, token), stats);
+            }
+            if read + 2 < length {
+                let next = symbols[read + 2];
+                remove(pack(b, next), stats);
+                add(pack(token, next), stats);
+            }
+            symbols[write] = token;
+            read += 2;
+        } else {
+            symbols[write] = symbols[read];
+            read += 1;
+        }
+        write += 1;
+    }
+    words.lengths[w] = write as u32;
+}
+
+/// What to train: at most `num_merges` merges, each of a pair seen at least `min_frequency`
+/// times, with a progress report every `progress_every` merges.
+#[derive(Clone, Copy)]
+pub struct Options {
+    pub num_merges: usize,
+    pub min_frequency: u64,
+    pub progress_every: usize,
+}
+
+/// Learns merges from unique pre-tokens (`data` cut at `offsets`) with their `counts`.
+/// `progress` is called with the number of merges done every `progress_every` merges and once
+/// more at the end if that number was not just reported; returning `Break` stops training (the
+/// merges so far are returned). `pool` runs the parallel part (the global pool if None).
+pub fn train(
+    data: &[u8],
+    offsets: &[i64],
+    counts: &[u64],
+    options: &Options,
+    pool: Option<&rayon::ThreadPool>,
+    progress: &mut dyn FnMut(usize) -> ControlFlow<()>,
+) -> Result<Trained, String> {
+    let Options {
+        num_merges,
+        min_frequency,
+        progress_every,
+    } = *options;
+    if num_merges > (u32::MAX - 256) as usize {
+        return Err(format!(
+            "num_merges must be below 2^32 - 256, got {num_merges}"
+        ));
+    }
+    let mut words = Words::new(data, offsets, counts)?;
+    let mut stats = match pool {
+        Some(pool) => pool.install(|| count_pairs(&words)),
+        None => count_pairs(&words),
+    };
+    let mut heap: BinaryHeap<(u64, Reverse<Pair>)> = stats
+        .iter()
+        .map(|(&pair, entry)| (entry.count, Reverse(pair)))
+        .collect();
+    // Each merge removes at least one symbol, which bounds the merges (and the reservation).
+    let most = num_merges.min(words.symbols.len());
+    let mut trained = Trained {
+        merges: Vec::with_capacity(most),
+        counts: Vec::with_capacity(most),
+    };
+    let mut added: Vec<Pair> = Vec::new();
+    let min_frequency = min_frequency.max(1);
+    let progress_every = progress_every.max(1);
+    while trained.merges.len() < num_merges {
+        let Some((count, Reverse(pair))) = heap.pop() else {
+            break;
+        };
+        // Counts only fall after a pair is pushed (every new pair contains the newest token),
+        // so an entry is either current or too high; a too-high one goes back with its count.
+        let current = stats.get(&pair).map_or(0, |entry| entry.count);
+        if current != count {
+            if current > 0 {
+                heap.push((current, Reverse(pair)));
+            }
+            continue;
+        }
+        if count < min_frequency {
+            break;
+        }
+        let (left, right) = unpack(pair);
+        let token = 256 + trained.merges.len() as u32;
+        let mut candidates = stats
+            .remove(&pair)
+            .map(|entry| entry.words)
+            .unwrap_or_default();
+        candidates.sort_unstable();
+        candidates.dedup();
+        added.clear();
+        for &w in &candidates {
+            merge_word(
+                &mut words,
+                w as usize,
+                (left, right),
+                token,
+                &mut stats,
+                &mut added,
+            );
+        }
+        added.sort_unstable();
+        added.dedup();
+        for &new_pair in &added {
+            if let Some(entry) = stats.get(&new_pair) {
+                heap.push((entry.count, Reverse(new_pair)));
+            }
+        }
+        trained.merges.push((left, right));
+        trained.counts.push(count);
+        if trained.merges.len().is_multiple_of(progress_every)
+            && progress(trained.merges.len()).is_break()
+        {
+            return Ok(trained);
+        }
+    }
+    if !trained.merges.len().is_multiple_of(progress_every) {
+        let _ = progress(trained.merges.len());
+    }
+    Ok(trained)
+}
+
+/// Python entry point: see `python/polytok/trainers/bpe.py`. Returns the merges as an (n, 2)
+/// uint32 array and the count each merge was chosen with. The GIL is released while training;
+/// `progress(done)` is called with it held, and an exception it raises stops training and is
+/// re-raised here (Ctrl-C works, as the merge loop runs on the calling thread).
+#[pyfunction]
+#[pyo3(signature = (data, offsets, counts, num_merges, min_frequency=1, num_threads=None, progress=None, progress_every=256))]
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+fn bpe_train<'py>(
+    py: Python<'py>,
+    data: &[u8],
+    offsets: PyReadonlyArray1<'py, i64>,
+    counts: PyReadonlyArray1<'py, u64>,
+    num_merges: usize,
+    min_frequency: u64,
+    num_threads: Option<usize>,
+    progress: Option<Py<PyAny>>,
+    progress_every: usize,
+) -> PyResult<(Bound<'py, PyArray2<u32>>, Bound<'py, PyArray1<u64>>)> {
+    let offsets = offsets.as_slice()?;
+    let counts = counts.as_slice()?;
+    let pool = match num_threads {
+        Some(n) => Some(
+            rayon::ThreadPoolBuilder::new()
+                .num_threads(n.max(1))
+                .build()
+                .map_err(|e| PyValueError::new_err(e.to_string()))?,
+        ),
+        None => None,
+    };
+    let mut callback_error: Option<PyErr> = None;
+    let result = py.detach(|| {
+        let mut report = |done: usize| -> ControlFlow<()> {
+            Python::attach(|py| {
+                let outcome = match &progress {
+                    Some(callback) => callback.call1(py, (done,)).map(|_| ()),
+                    None => Ok(()),
+                };
+                match outcome.and_then(|()| py.check_signals()) {
+                    Ok(()) => ControlFlow::Continue(()),
+                    Err(error) => {
+                        callback_error = Some(error);
+                        ControlFlow::Break(())
+                    }
+                }
+            })
+        };
+        let options = Options {
+            num_merges,
+            min_frequency,
+            progress_every,
+        };
+        train(data, offsets, counts, &options, pool.as_ref(), &mut report)
+    });
+    if let Some(error) = callback_error {
+        return Err(error);
+    }
+    let trained = result.map_err(PyValueError::new_err)?;
+    let flat: Vec<u32> = trained.merges.iter().flat_map(|&(l, r)| [l, r]).collect();
+    let merges =
+        Array2::from_shape_vec((trained.merges.len(), 2), flat).expect("two ids per merge");
+    Ok((
+        merges.into_pyarray(py),
+        PyArray1::from_vec(py, trained.counts),
+    ))
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(bpe_train, m)?)?;
     Ok(())
 }

@@ -5,6 +5,7 @@ use pyo3::prelude::*;
 mod bpe;
 mod count;
 mod graph;
+mod metrics;
 mod pretokenize;
 mod segment;
 mod unigram;
@@ -16,6 +17,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     bpe::register(m)?;
     segment::register(m)?;
     graph::register(m)?;
+    metrics::register(m)?;
     unigram::register(m)?;
     Ok(())
 }

@@ -365,8 +365,12 @@ def test_load_names_missing_and_foreign_files(tmp_path):
         polytok.load(tmp_path / "missing.json")
     ranks = tmp_path / "ranks.tiktoken"
     ranks.write_text(base64.b64encode(b"a").decode() + " 0\n")
-    with pytest.raises(FormatError, match="load_tiktoken"):
+    with pytest.raises(FormatError, match=r"pattern=\.\.\."):
         polytok.load(ranks)
+    ranks.write_text("".join(f"{base64.b64encode(bytes([b])).decode()} {b}\n" for b in range(256)))
+    loaded = polytok.load(ranks, pattern="gpt2", special_tokens=["<|end|>"])
+    assert loaded.special_tokens == {"<|end|>": 256}
+    assert loaded.encode("a<|end|>", allowed_special="all") == [97, 256]
     other = tmp_path / "other.json"
     other.write_text('{"a": 1}')
     with pytest.raises(FormatError, match="neither"):

@@ -1,7 +1,28 @@
 """polytok: build, apply, certify and compare tokenisers."""
+from polytok import corpus, errors
+from polytok.compare import compare
+from polytok.counts import WordCounts, count
 from polytok.errors import Error
 from polytok.formats import load
 from polytok.formats.tiktoken import load_tiktoken
+from polytok.metrics import corpus_stats, evaluate
 from polytok.tokenizer import Tokenizer
+from polytok.trainers import train
 
-__all__ = ["Error", "Tokenizer", "load", "load_tiktoken"]
+__version__ = "0.1.0"
+
+__all__ = [
+    "Error",
+    "Tokenizer",
+    "WordCounts",
+    "__version__",
+    "compare",
+    "corpus",
+    "corpus_stats",
+    "count",
+    "errors",
+    "evaluate",
+    "load",
+    "load_tiktoken",
+    "train",
+]

@@ -1,15 +1,49 @@
 """WordCounts: the unique pre-tokens of a corpus with their counts, the sufficient statistic
-that every trainer, the LP and the corpus metrics read."""
+that every trainer, the LP and the corpus metrics read; and `count`, which makes one.
+
+Counts files (written by `WordCounts.save`, conventionally `*.ptc`) are little-endian binary:
+
+    magic         8 bytes   b"PTCOUNTS"
+    version       uint32    1
+    header size   uint32    H
+    header        H bytes   UTF-8 JSON: {"pattern": str | null, "words": n, "data_bytes": m,
+                            "sha256": hex digest of everything after the header}
+    offsets       (n + 1) x int64    word i is data[offsets[i]:offsets[i + 1]]
+    counts        n x uint64
+    data          m bytes   the words back to back, sorted bytewise
+"""
 from __future__ import annotations
 
+import hashlib
+import json
+import os
+import struct
+from pathlib import Path
 from typing import Iterator, Mapping
 
 import numpy as np
+from tqdm import tqdm
+
+from polytok import _core
+from polytok._io import atomic_write
+from polytok.corpus import Source, iter_documents
+from polytok.errors import ConfigError, CorpusError, FormatError, PatternError
+from polytok.pretokenize import resolve_pattern
+
+MAGIC = b"PTCOUNTS"
+FORMAT_VERSION = 1
+_PREAMBLE = struct.Struct("<8sII")  # magic, version, header size
+
+#: Documents are handed to the Rust counter in batches of about this many bytes per thread
+#: (several plain-text chunks each, so threads stay busy), up to a cap that bounds memory.
+BATCH_BYTES_PER_THREAD = 4 << 20
+MAX_BATCH_BYTES = 64 << 20
 
 
 class WordCounts:
     """Unique pre-tokens (bytes), sorted bytewise, with 64-bit counts, stored as flat arrays:
-    `data` holds the words back to back, `offsets` (int64, n+1) their bounds, `counts` (uint64)."""
+    `data` holds the words back to back, `offsets` (int64, n+1) their bounds, `counts` (uint64).
+    `pattern` is the pre-tokenisation regex the words were cut with (None: no split)."""
 
     def __init__(self, data: bytes, offsets: np.ndarray, counts: np.ndarray, pattern: str | None = None):
         self.data = data
@@ -34,3 +68,155 @@ class WordCounts:
 
     def to_dict(self) -> dict[bytes, int]:
         return dict(iter(self))
+
+    @property
+    def total(self) -> int:
+        """The number of pre-tokens in the corpus: the sum of the counts."""
+        return int(self.counts.sum(dtype=np.uint64))
+
+    def __add__(self, other: "WordCounts") -> "WordCounts":
+        """The counts of two shards together; both must be cut with the same pattern."""
+        if not isinstance(other, WordCounts):
+            return NotImplemented
+        if self.pattern != other.pattern:
+            raise ConfigError(
+                f"cannot add counts made with different patterns: {self.pattern!r} and {other.pattern!r}"
+            )
+        try:
+            data, offsets, counts = _core.merge_word_counts(
+                (self.data, self.offsets, self.counts), (other.data, other.offsets, other.counts)
+            )
+        except ValueError as error:
+            raise ConfigError(f"cannot add malformed WordCounts: {error}") from None
+        return WordCounts(data, offsets, counts, self.pattern)
+
+    def __radd__(self, other: object) -> "WordCounts":
+        # sum(shards) starts from 0.
+        if isinstance(other, int) and other == 0:
+            return self
+        return NotImplemented
+
+    def save(self, path: str | os.PathLike[str]) -> None:
+        """Write the counts file format above, atomically (a temporary file, then a rename)."""
+        offsets = np.ascontiguousarray(self.offsets, dtype="<i8")
+        counts = np.ascontiguousarray(self.counts, dtype="<u8")
+        digest = hashlib.sha256()
+        for part in (offsets, counts, self.data):
+            digest.update(part)
+        header = json.dumps(
+            {"pattern": self.pattern, "words": len(self), "data_bytes": len(self.data), "sha256": digest.hexdigest()},
+            ensure_ascii=True,
+        ).encode("ascii")
+        with atomic_write(path, "wb") as stream:
+            stream.write(_PREAMBLE.pack(MAGIC, FORMAT_VERSION, len(header)))
+            stream.write(header)
+            for part in (offsets, counts, self.data):
+                stream.write(part)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike[str]) -> "WordCounts":
+        """Read a counts file; FormatError names what is wrong with a truncated or edited one."""
+        name = repr(os.fspath(path))
+        try:
+            raw = Path(path).read_bytes()
+        except OSError as error:
+            raise FormatError(f"cannot read counts file {name}: {error.strerror}") from None
+        if len(raw) < _PREAMBLE.size or raw[:8] != MAGIC:
+            raise FormatError(f"{name} is not a polytok counts file (it does not start with {MAGIC!r})")
+        _, version, header_size = _PREAMBLE.unpack_from(raw)
+        if version != FORMAT_VERSION:
+            raise FormatError(f"{name}: counts format version {version}; this polytok reads version {FORMAT_VERSION}")
+        header = _parse_header(name, raw[_PREAMBLE.size : _PREAMBLE.size + header_size], header_size)
+        words, data_bytes = header["words"], header["data_bytes"]
+        start = _PREAMBLE.size + header_size
+        expected = start + 8 * (words + 1) + 8 * words + data_bytes
+        if len(raw) != expected:
+            state = "truncated" if len(raw) < expected else "too long"
+            raise FormatError(
+                f"{name} is {state}: {len(raw)} bytes, but its header ({words} words, {data_bytes} data bytes) "
+                f"makes it {expected}"
+            )
+        if hashlib.sha256(memoryview(raw)[start:]).hexdigest() != header["sha256"]:
+            raise FormatError(f"{name}: the checksum does not match the content; the file was edited or corrupted")
+        offsets = np.frombuffer(raw, dtype="<i8", count=words + 1, offset=start).astype(np.int64)
+        counts = np.frombuffer(raw, dtype="<u8", count=words, offset=start + 8 * (words + 1)).astype(np.uint64)
+        if offsets[0] != 0 or offsets[-1] != data_bytes or np.any(np.diff(offsets) <= 0):
+            raise FormatError(f"{name}: offsets must rise strictly from 0 to the data size {data_bytes}")
+        if np.any(counts == 0):
+            raise FormatError(f"{name}: a count is zero; every stored word occurs at least once")
+        return cls(raw[expected - data_bytes :], offsets, counts, header["pattern"])
+
+
+def _parse_header(name: str, header_bytes: bytes, header_size: int) -> dict:
+    """The JSON header of a counts file, with every field checked."""
+    if len(header_bytes) != header_size:
+        raise FormatError(f"{name} is truncated inside its header ({len(header_bytes)} of {header_size} bytes)")
+    try:
+        header = json.loads(header_bytes)
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise FormatError(f"{name}: the header is not valid JSON ({error})") from None
+    if not isinstance(header, dict):
+        raise FormatError(f"{name}: the header is not a JSON object")
+    expected_types = {"pattern": (str, type(None)), "words": (int,), "data_bytes": (int,), "sha256": (str,)}
+    for field, types in expected_types.items():
+        if field not in header:
+            raise FormatError(f"{name}: the header lacks the field {field!r}")
+        value = header[field]
+        if not isinstance(value, types) or isinstance(value, bool) or (isinstance(value, int) and value < 0):
+            raise FormatError(f"{name}: header field {field!r} is {value!r}; expected {' or '.join(t.__name__ for t in types)}")
+    return header
+
+
+def count(
+    corpus: Source,
+    pattern: str | None = "cl100k",
+    special_tokens: list[str] | None = None,
+    *,
+    num_threads: int | None = None,
+    progress: bool = True,
+    text_field: str = "text",
+    text_column: str = "text",
+    errors: str = "strict",
+) -> WordCounts:
+    """Count the pre-tokens of a corpus (see `polytok.corpus.iter_documents`) in the Rust core,
+    on `num_threads` threads (None: all cores). Special tokens are split out and not counted."""
+    if num_threads is not None and (isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1):
+        raise ConfigError(f"num_threads={num_threads!r}; expected a positive integer or None")
+    specials = list(special_tokens or [])
+    if any(not isinstance(token, str) or not token for token in specials):
+        raise ConfigError(f"special tokens must be non-empty strings; got {specials!r}")
+    regex = resolve_pattern(pattern)
+    try:
+        counter = _core.WordCounter(regex, [token.encode("utf-8") for token in specials], num_threads)
+    except ValueError as error:
+        raise PatternError(f"invalid pre-tokenisation regex {pattern!r}: {error}") from None
+
+    batch_limit = min(BATCH_BYTES_PER_THREAD * (num_threads or os.cpu_count() or 1), MAX_BATCH_BYTES)
+    documents = non_empty = 0
+    batch: list[str | bytes] = []
+    batch_size = 0
+    with tqdm(desc="counting", unit="B", unit_scale=True, disable=not progress) as bar:
+        for document in iter_documents(corpus, text_field=text_field, text_column=text_column, errors=errors):
+            documents += 1
+            if not document:
+                continue
+            non_empty += 1
+            batch.append(document)
+            batch_size += len(document)
+            if batch_size >= batch_limit:
+                bar.update(counter.add(batch))
+                batch, batch_size = [], 0
+        if batch:
+            bar.update(counter.add(batch))
+
+    data, offsets, counts = counter.finish()
+    if len(counts) == 0:
+        described = repr(os.fspath(corpus)) if isinstance(corpus, (str, os.PathLike)) else "the corpus"
+        if documents == 0:
+            reason = "holds no documents"
+        elif non_empty == 0:
+            reason = f"holds only empty documents ({documents})"
+        else:
+            reason = "holds nothing but special tokens"
+        raise CorpusError(f"{described} {reason}; expected some text to count")
+    return WordCounts(data, offsets, counts, regex)

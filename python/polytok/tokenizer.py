@@ -19,7 +19,7 @@ import numpy as np
 
 from polytok import _core
 from polytok.errors import ConfigError, DecodeError, EncodeError, FormatError, PatternError
-from polytok.pretokenize import resolve_pattern
+from polytok.pretokenize import PRESETS, resolve_pattern
 
 FORMAT_NAME = "polytok"
 FORMAT_VERSION = 1
@@ -287,6 +287,28 @@ class Tokenizer:
             f"Tokenizer(algorithm={self.algorithm!r}, segmenter={self.segmenter!r}, "
             f"vocab_size={self.vocab_size}, special_tokens={len(self._special_tokens)})"
         )
+
+    def info(self) -> dict[str, Any]:
+        """A description for people and scripts: algorithm, sizes, pattern, specials, records."""
+        preset = next((name for name, regex in PRESETS.items() if regex == self.pattern), None)
+        lengths = [len(token) for token in self.vocab]
+        certificate = self.certificate
+        if certificate is not None and hasattr(certificate, "to_dict"):
+            certificate = certificate.to_dict()
+        return {
+            "algorithm": self.algorithm,
+            "segmenter": self.segmenter,
+            "vocab_size": self.vocab_size,
+            "ordinary_tokens": len(self.vocab),
+            "special_tokens": self.special_tokens,
+            "pattern": preset if preset is not None else self.pattern,
+            "longest_token_bytes": max(lengths),
+            "mean_token_bytes": round(sum(lengths) / len(lengths), 3),
+            "merges": None if self.merges is None else len(self.merges),
+            "continuation_marker": self.continuation_marker,
+            "training": self.training,
+            "certificate": certificate,
+        }
 
     # ---- files ------------------------------------------------------------------------------
 

@@ -5,43 +5,35 @@
 """
 from __future__ import annotations
 
-import os
-import tempfile
 from pathlib import Path
 
+from polytok._io import write_atomically
 from polytok.errors import FormatError
 from polytok.tokenizer import Tokenizer, _from_record, read_json
 
 
-def write_atomically(path: str | Path, data: bytes) -> None:
-    """Writes `data` to a temporary file next to `path`, then renames it over `path`."""
-    path = Path(path)
-    handle, temporary = tempfile.mkstemp(dir=path.parent or ".", prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(handle, "wb") as file:
-            file.write(data)
-            file.flush()
-            os.fsync(file.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise
-
-
-def load(path: str | Path) -> Tokenizer:
-    """Loads a tokeniser file: a polytok JSON file, or a HF tokenizer.json of byte-level BPE.
-
-    A tiktoken ranks file holds no pattern and no special tokens; use `load_tiktoken` for it.
-    """
+def load(
+    path: str | Path,
+    *,
+    pattern: str | None = None,
+    special_tokens: dict[str, int] | list[str] | None = None,
+) -> Tokenizer:
+    """Loads a tokeniser file, detecting its format: polytok JSON, HF tokenizer.json, or a
+    tiktoken ranks file, which holds no pattern, so `pattern` (and any `special_tokens`) must
+    be given for it."""
     path = Path(path)
     if not path.is_file():
         raise FormatError(f"tokenizer file {path} does not exist" if not path.exists() else f"{path} is not a file")
     with path.open("rb") as file:
         head = file.read(64).lstrip()
     if not head.startswith(b"{"):
+        if pattern is not None:
+            from polytok.formats.tiktoken import load_tiktoken
+
+            return load_tiktoken(path, pattern=pattern, special_tokens=special_tokens)
         raise FormatError(
             f"tokenizer file {path} is not JSON; if it is a tiktoken ranks file, load it with "
-            f"polytok.load_tiktoken(path, pattern=..., special_tokens=...)"
+            f"polytok.load(path, pattern=...) or `--pattern` on the command line"
         )
     record = read_json(path)
     if isinstance(record, dict) and "format" in record:

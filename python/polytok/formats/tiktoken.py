@@ -38,10 +38,11 @@ def load_tiktoken(
     path: str | Path,
     *,
     pattern: str | None,
-    special_tokens: dict[str, int] | None = None,
+    special_tokens: dict[str, int] | list[str] | None = None,
 ) -> Tokenizer:
     """Reads a tiktoken ranks file; `pattern` (a preset name or regex) and `special_tokens`
-    (text -> id, ids after the ranks) complete the tokeniser. Errors name the line."""
+    (text -> id, ids after the ranks; or a list, numbered after the ranks) complete the
+    tokeniser. Errors name the line."""
     path = Path(path)
     try:
         lines = path.read_bytes().splitlines()
@@ -73,6 +74,8 @@ def load_tiktoken(
     missing = next((rank for rank in range(len(tokens)) if rank not in tokens), None)
     if missing is not None:
         raise FormatError(f"tiktoken file {path}: rank {missing} is missing; ranks must be 0..{len(tokens) - 1}")
+    if isinstance(special_tokens, (list, tuple)):
+        special_tokens = {text: len(tokens) + index for index, text in enumerate(special_tokens)}
     try:
         return Tokenizer(
             [tokens[rank] for rank in range(len(tokens))],

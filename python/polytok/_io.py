@@ -1,0 +1,36 @@
+"""Atomic output: every file polytok writes appears whole or not at all."""
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+from typing import IO, Iterator
+
+
+@contextlib.contextmanager
+def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
+    """Open a temporary file beside `path`; rename it over `path` only if the block succeeds."""
+    target = Path(path)
+    directory = target.parent
+    if not directory.is_dir():
+        from polytok.errors import ConfigError
+
+        raise ConfigError(f"cannot write {target}: directory {directory} does not exist")
+    handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(handle, mode, encoding=None if "b" in mode else encoding) as stream:
+            yield stream
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, target)
+    except BaseException:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(temporary)
+        raise
+
+
+def write_atomically(path: str | os.PathLike, data: bytes) -> None:
+    """Write `data` to `path` through a temporary file and a rename."""
+    with atomic_write(path, "wb") as stream:
+        stream.write(data)

@@ -1,0 +1,392 @@
+"""Reading corpora as a stream of documents (str, or bytes with errors="bytes").
+
+A source is a path, a directory (read recursively, in sorted order), a glob, or an iterable whose
+items are documents (str or bytes) or paths (os.PathLike). A list or tuple of strings is a list of
+paths, as a command line passes them, when every string names an existing file or directory,
+matches a glob, or is a file name with a corpus suffix (below); otherwise its strings are
+documents. Files are read by suffix, each optionally compressed (.gz, .zst):
+
+- ``.jsonl``: one JSON object per line; the document is the string in ``text_field``.
+- ``.parquet``: the document is the value in ``text_column``; read in record batches.
+- anything else: plain UTF-8 text. A document is a group of whole lines of about ``CHUNK_BYTES``,
+  cut only where one line ends in a non-space character and the next begins with one (or, on a
+  line longer than the chunk, at a single space between two non-space characters). No preset
+  pattern (gpt2, cl100k, o200k, nanochat) matches across such a cut, so counting a file chunk by
+  chunk gives exactly the pre-tokens of the whole file, while memory stays flat. A custom regex that
+  matches across a line break may see the cut. Text with no such cut in ``LAST_RESORT_CHUNKS``
+  chunks (CRLF lines without spaces) is cut after any line break; a single line longer than that
+  with no single space in it is never cut.
+
+Nothing is read into memory whole: memory stays flat however large the files are.
+"""
+from __future__ import annotations
+
+import contextlib
+import glob
+import gzip
+import io
+import json
+import os
+import re
+import shutil
+import tempfile
+from importlib import resources
+from pathlib import Path
+from typing import IO, Iterable, Iterator, Union
+
+from polytok.errors import ConfigError, CorpusError
+
+#: A corpus: a path, directory or glob, or an iterable of documents (str, bytes) and paths.
+Source = Union[str, os.PathLike, Iterable[Union[str, bytes, os.PathLike]]]
+
+#: Target size in bytes of one plain-text document (a group of whole lines).
+CHUNK_BYTES = 1 << 20
+#: A document without a safe cut grows to at most this many chunks before it is cut at any line break.
+LAST_RESORT_CHUNKS = 64
+#: Rows per record batch read from a Parquet file.
+PARQUET_BATCH_ROWS = 1024
+#: What `errors` may be: stop on invalid UTF-8, replace it with U+FFFD, or pass raw bytes through.
+ERROR_MODES = ("strict", "replace", "bytes")
+#: File suffixes a directory is searched for (each also with .gz or .zst appended).
+TEXT_SUFFIXES = (".txt", ".text", ".md", ".rst", ".jsonl", ".parquet")
+COMPRESSED_SUFFIXES = (".gz", ".zst")
+
+# Multi-byte UTF-8 forms of the Unicode white-space characters the presets' \s matches: U+0085,
+# U+00A0, U+1680, U+2000..U+200A, U+2028, U+2029, U+202F, U+205F and U+3000.
+_MULTIBYTE_SPACES = (rb"\xc2[\x85\xa0]", rb"\xe1\x9a\x80", rb"\xe2\x80[\x80-\x8a\xa8\xa9\xaf]", rb"\xe2\x81\x9f", rb"\xe3\x80\x80")
+
+
+def _cut_pattern(delimiter: bytes) -> re.Pattern[bytes]:
+    """`delimiter` with a character other than white space on each side (see the module docstring).
+
+    The pattern starts with the delimiter, so the regex engine can scan for it quickly; the
+    lookbehinds then check the character before it (printable ASCII or a multi-byte character
+    that is not white space), the lookaheads the character after it.
+    """
+    after_delimiter = re.escape(delimiter)
+    before = rb"(?<=[\x21-\xff]" + after_delimiter + rb")" + b"".join(
+        rb"(?<!" + space + after_delimiter + rb")" for space in _MULTIBYTE_SPACES
+    )
+    after = rb"(?=[\x21-\xff])(?!" + b"|".join(_MULTIBYTE_SPACES) + rb")"
+    return re.compile(re.escape(delimiter) + before + after)
+
+
+_LINE_CUT = _cut_pattern(b"\n")
+_SPACE_CUT = _cut_pattern(b" ")
+
+try:
+    from zstandard import ZstdError as _ZstdError
+except ImportError:  # zstandard is optional; without it .zst files are refused before reading
+
+    class _ZstdError(Exception):
+        pass
+
+# Cuts are searched for in the last window of a buffer first, so a typical search is short.
+_CUT_WINDOW = 1 << 16
+
+
+def default_corpus() -> Path:
+    """The bundled default corpus (gzip text), which `polytok train` uses when given none."""
+    return Path(str(resources.files("polytok") / "data" / "default_corpus.txt.gz"))
+
+
+def iter_documents(
+    source: Source,
+    *,
+    text_field: str = "text",
+    text_column: str = "text",
+    errors: str = "strict",
+) -> Iterator[str | bytes]:
+    """Yield the documents of `source` one at a time: str, or bytes when errors="bytes".
+
+    Invalid UTF-8 in a file raises CorpusError naming the file and byte offset, unless
+    errors="replace" (U+FFFD) or errors="bytes" (raw bytes, lossless). str and bytes documents
+    given directly are passed through unchanged.
+    """
+    if errors not in ERROR_MODES:
+        raise ConfigError(f"errors={errors!r}; expected one of {', '.join(ERROR_MODES)}")
+    options = {"text_field": text_field, "text_column": text_column, "errors": errors}
+    if isinstance(source, (str, os.PathLike)):
+        for path in expand_paths(source):
+            yield from read_file(path, **options)
+        return
+    if isinstance(source, (bytes, bytearray)):
+        raise CorpusError("a bare bytes object is not a corpus; pass a list of documents, e.g. [data]")
+    try:
+        items = iter(source)
+    except TypeError:
+        raise CorpusError(
+            f"a corpus is a path, a glob or an iterable of documents; got {type(source).__name__}"
+        ) from None
+    strings_are_paths = isinstance(source, (list, tuple)) and _is_list_of_paths(source)
+    for index, item in enumerate(items):
+        if isinstance(item, os.PathLike) or (strings_are_paths and isinstance(item, str)):
+            for path in expand_paths(item):
+                yield from read_file(path, **options)
+        elif isinstance(item, (str, bytes)):
+            yield item
+        elif isinstance(item, bytearray):
+            yield bytes(item)
+        else:
+            raise CorpusError(
+                f"corpus item {index} is {type(item).__name__}; expected str or bytes (a document) "
+                "or a pathlib.Path"
+            )
+
+
+def _is_list_of_paths(items: list | tuple) -> bool:
+    """Whether the strings of a list look like the file arguments of a command line."""
+    strings = [item for item in items if isinstance(item, str)]
+    # all() stops at the first document, so a long list of documents costs one check.
+    return bool(strings) and all(_looks_like_path(string) for string in strings)
+
+
+def _looks_like_path(text: str) -> bool:
+    if not text or "\n" in text or "\0" in text or len(text) > 4096:
+        return False
+    if os.path.exists(text) or (glob.has_magic(text) and glob.glob(text, recursive=True)):
+        return True
+    return not any(character.isspace() for character in text) and _base_suffix(text) in TEXT_SUFFIXES
+
+
+def expand_paths(spec: str | os.PathLike[str]) -> list[Path]:
+    """The files a path, directory or glob names, in sorted order; CorpusError if there are none."""
+    text = os.fspath(spec)
+    if glob.has_magic(text):
+        files = []
+        for match in sorted(glob.glob(text, recursive=True)):
+            files.extend(_text_files_under(Path(match)) if os.path.isdir(match) else [Path(match)])
+        if not files:
+            raise CorpusError(f"no files match {text!r}")
+        return files
+    path = Path(text)
+    if path.is_dir():
+        files = _text_files_under(path)
+        if not files:
+            suffixes = " ".join(TEXT_SUFFIXES)
+            raise CorpusError(
+                f"directory {text!r} holds no text files (looked for {suffixes}, optionally .gz/.zst); "
+                "name other files directly or with a glob"
+            )
+        return files
+    if not path.exists():
+        raise CorpusError(f"no such file or directory: {text!r}")
+    return [path]
+
+
+def _text_files_under(directory: Path) -> list[Path]:
+    """Corpus files under `directory`, recursively, sorted, skipping hidden files and directories."""
+    found = []
+    for root, directories, files in os.walk(directory):
+        directories[:] = sorted(name for name in directories if not name.startswith("."))
+        for name in sorted(files):
+            if not name.startswith(".") and _base_suffix(name) in TEXT_SUFFIXES:
+                found.append(Path(root) / name)
+    return found
+
+
+def _base_suffix(name: str) -> str:
+    """The suffix that says a file's format, under any compression suffix: data.jsonl.zst -> .jsonl."""
+    stem, suffix = os.path.splitext(name.lower())
+    if suffix in COMPRESSED_SUFFIXES:
+        suffix = os.path.splitext(stem)[1]
+    return suffix
+
+
+def read_file(
+    path: Path, *, text_field: str = "text", text_column: str = "text", errors: str = "strict"
+) -> Iterator[str | bytes]:
+    """Yield the documents of one file, chosen by suffix (see the module docstring)."""
+    kind = _base_suffix(path.name)
+    try:
+        if kind == ".parquet":
+            yield from _parquet_documents(path, text_column, errors)
+            return
+        with _open_binary(path) as stream:
+            if kind == ".jsonl":
+                yield from _jsonl_documents(path, stream, text_field, errors)
+            else:
+                yield from _text_documents(path, stream, errors)
+    except (OSError, EOFError, ValueError, _ZstdError) as error:
+        # gzip, zstandard and the file system report corrupt or unreadable input this way.
+        raise CorpusError(f"cannot read {str(path)!r}: {error}") from None
+
+
+def _open_binary(path: Path) -> IO[bytes]:
+    """`path` opened for binary reading, decompressing .gz and .zst on the fly."""
+    suffix = path.suffix.lower()
+    if suffix == ".gz":
+        return gzip.open(path, "rb")
+    if suffix == ".zst":
+        try:
+            import zstandard
+        except ImportError:
+            raise CorpusError(
+                f"reading {str(path)!r} needs the zstandard package: pip install polytok[zstd]"
+            ) from None
+        return io.BufferedReader(zstandard.ZstdDecompressor().stream_reader(open(path, "rb"), closefd=True))
+    return open(path, "rb")
+
+
+def _where(path: Path) -> str:
+    """How a byte offset is described: compressed files count offsets in the decompressed text."""
+    if path.suffix.lower() in COMPRESSED_SUFFIXES:
+        return f"{str(path)!r} (decompressed)"
+    return repr(str(path))
+
+
+def _decode(path: Path, data: bytes, offset: int, line: int, errors: str) -> str | bytes:
+    """`data` (which starts at byte `offset`, line `line` of the file) as the errors mode asks."""
+    if errors == "bytes":
+        return data
+    try:
+        return data.decode("utf-8", errors)
+    except UnicodeDecodeError as error:
+        bad_line = line + data.count(b"\n", 0, error.start)
+        raise CorpusError(
+            f"{_where(path)}: invalid UTF-8 at byte offset {offset + error.start} (line {bad_line}); "
+            "expected UTF-8 text, or pass errors='replace'"
+        ) from None
+
+
+def _last_match(pattern: re.Pattern[bytes], buffer: bytearray, start: int) -> re.Match[bytes] | None:
+    """The last match of `pattern` after `start` that has a whole character after it to check."""
+    last = None
+    for match in pattern.finditer(buffer, start):
+        # The character after a cut may be up to 3 bytes long; its tail may not have been read yet.
+        if match.end() + 3 > len(buffer):
+            break
+        last = match
+    return last
+
+
+def _last_cut(buffer: bytearray, start: int) -> int:
+    """The last position after `start` where a plain-text document may end; 0 if there is none.
+
+    A cut between lines is preferred; a cut at a space only serves lines longer than a chunk.
+    """
+    # The last window nearly always holds a cut, so the whole buffer is rarely scanned.
+    window = max(start, len(buffer) - _CUT_WINDOW)
+    line = _last_match(_LINE_CUT, buffer, window) or _last_match(_LINE_CUT, buffer, start)
+    if line is not None:
+        return line.end()
+    space = _last_match(_SPACE_CUT, buffer, window) or _last_match(_SPACE_CUT, buffer, start)
+    if space is not None:
+        return space.start()
+    return 0
+
+
+def _text_documents(path: Path, stream: IO[bytes], errors: str) -> Iterator[str | bytes]:
+    """Plain text as documents of whole lines, about CHUNK_BYTES each (see the module docstring)."""
+    buffer = bytearray()
+    offset, line = 0, 1  # where buffer[0] lies in the file
+    searched = 0  # buffer[:searched] is known to hold no cut
+    while block := stream.read(CHUNK_BYTES):
+        buffer += block
+        if len(buffer) < CHUNK_BYTES:
+            continue
+        cut = _last_cut(buffer, searched)
+        if cut == 0 and len(buffer) >= LAST_RESORT_CHUNKS * CHUNK_BYTES:
+            # No cut that is safe for every preset (e.g. CRLF text without spaces, where gpt2
+            # splits "\r\n" differently at the end of a document): cut after the last line
+            # break anyway, so that memory stays bounded.
+            cut = buffer.rfind(b"\n") + 1
+        if cut == 0:
+            # Cuts in the last 3 bytes could not be checked yet; search them again next time.
+            searched = max(0, len(buffer) - 4)
+            continue
+        document = bytes(buffer[:cut])
+        del buffer[:cut]
+        yield _decode(path, document, offset, line, errors)
+        offset += cut
+        line += document.count(b"\n")
+        searched = 0
+    if buffer:
+        yield _decode(path, bytes(buffer), offset, line, errors)
+
+
+def _jsonl_documents(path: Path, stream: IO[bytes], field: str, errors: str) -> Iterator[str | bytes]:
+    """The `field` string of each JSON line; blank lines are skipped."""
+    offset = 0
+    for number, raw in enumerate(stream, start=1):
+        where = f"{str(path)!r}, line {number}"
+        if raw.strip():
+            # errors="bytes" keeps invalid bytes as lone surrogates, turned back into bytes below.
+            text = _decode(path, raw, offset, number, errors) if errors != "bytes" else raw.decode("utf-8", "surrogateescape")
+            try:
+                record = json.loads(text)
+            except json.JSONDecodeError as error:
+                raise CorpusError(f"{where}: invalid JSON ({error.msg} at column {error.colno})") from None
+            if not isinstance(record, dict):
+                raise CorpusError(f"{where}: expected a JSON object, got {type(record).__name__}")
+            if field not in record:
+                fields = ", ".join(map(repr, list(record)[:10])) or "none"
+                raise CorpusError(f"{where}: no field {field!r} (fields: {fields}); choose one with text_field")
+            value = record[field]
+            if not isinstance(value, str):
+                raise CorpusError(f"{where}: field {field!r} is {type(value).__name__}; expected a string")
+            yield value.encode("utf-8", "surrogateescape") if errors == "bytes" else value
+        offset += len(raw)
+
+
+def _parquet_documents(path: Path, column: str, errors: str) -> Iterator[str | bytes]:
+    """The `column` values of a Parquet file, read one record batch at a time."""
+    try:
+        import pyarrow
+        import pyarrow.parquet
+    except ImportError:
+        raise CorpusError(
+            f"reading {str(path)!r} needs the pyarrow package: pip install polytok[parquet]"
+        ) from None
+    with _seekable(path) as local:
+        try:
+            parquet = pyarrow.parquet.ParquetFile(local)
+        except pyarrow.ArrowException as error:
+            raise CorpusError(f"cannot read {str(path)!r} as Parquet: {error}") from None
+        schema = parquet.schema_arrow
+        if column not in schema.names:
+            columns = ", ".join(map(repr, schema.names[:10]))
+            raise CorpusError(f"{str(path)!r}: no column {column!r} (columns: {columns}); choose one with text_column")
+        kind = schema.field(column).type
+        is_text = pyarrow.types.is_string(kind) or pyarrow.types.is_large_string(kind)
+        if not (is_text or pyarrow.types.is_binary(kind) or pyarrow.types.is_large_binary(kind)):
+            raise CorpusError(f"{str(path)!r}: column {column!r} holds {kind}; expected strings")
+        row = 0
+        for batch in parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=[column]):
+            for value in batch.column(0).to_pylist():
+                if value is None:
+                    raise CorpusError(f"{str(path)!r}, row {row}: column {column!r} is null; expected a string")
+                if is_text:
+                    yield value.encode("utf-8") if errors == "bytes" else value
+                else:
+                    yield _decode_value(path, row, column, value, errors)
+                row += 1
+
+
+def _decode_value(path: Path, row: int, column: str, value: bytes, errors: str) -> str | bytes:
+    """A binary Parquet value decoded as the errors mode asks."""
+    if errors == "bytes":
+        return value
+    try:
+        return value.decode("utf-8", errors)
+    except UnicodeDecodeError as error:
+        raise CorpusError(
+            f"{str(path)!r}, row {row}: invalid UTF-8 at byte offset {error.start} of column {column!r}; "
+            "expected UTF-8 text, or pass errors='replace'"
+        ) from None
+
+
+@contextlib.contextmanager
+def _seekable(path: Path) -> Iterator[str]:
+    """A seekable local file holding `path`: compressed files are decompressed to a temporary
+    file first, because Parquet readers need random access."""
+    if path.suffix.lower() not in COMPRESSED_SUFFIXES:
+        yield str(path)
+        return
+    descriptor, temporary = tempfile.mkstemp(suffix=".parquet")
+    try:
+        with os.fdopen(descriptor, "wb") as target, _open_binary(path) as stream:
+            shutil.copyfileobj(stream, target, CHUNK_BYTES)
+        yield temporary
+    finally:
+        os.unlink(temporary)

@@ -1,0 +1,335 @@
+"""One self-contained HTML report of tokenisers on texts: intrinsic metrics, the comparison across
+languages with its tax and Gini coefficient, the sample sentence's cuts, the corpus's Zipf and
+Heaps fits, and their plots embedded as base64 PNG. The same numbers go to JSON and CSV beside it.
+"""
+from __future__ import annotations
+
+import argparse
+import base64
+import html
+import io
+import json
+import os
+import sys
+from pathlib import Path
+from typing import Any, Mapping, Sequence
+
+from polytok._io import atomic_write
+from polytok.compare import COSTS, compare, load_tokenizers, named_tokenizers, read_texts, render_html
+from polytok.errors import ConfigError, CorpusError
+from polytok.metrics import (
+    scalars,
+    add_corpus_options,
+    add_tokenizer_format_options,
+    corpus_stats,
+    corpus_stats_of_documents,
+    evaluate,
+    evaluate_documents,
+    format_value,
+    reader_options,
+    to_csv,
+)
+
+EXAMPLES = {
+    "report": """examples:
+  polytok report bpe.json convex.json --text handbook-en-US.txt handbook-es-ES.txt -o report.html
+  polytok report cl100k.tiktoken o200k.tiktoken --pattern cl100k --text en.txt es.txt \\
+      --corpus held-out/ --reference en -o report.html      # also report.json and report.csv""",
+}
+
+CSV_FIELDS = ("section", "tokenizer", "text", "metric", "value")
+
+
+# --------------------------------------------------------------------------- numbers
+
+
+def build_report(
+    tokenizers: Mapping[str, Any] | Sequence[Any],
+    texts: Mapping[str, str],
+    *,
+    corpus: Any = None,
+    reference: str | None = None,
+    cost: str = "tokens",
+    sample: str | None = None,
+    title: str = "polytok report",
+    num_threads: int | None = None,
+    **corpus_reader_options: Any,
+) -> dict[str, Any]:
+    """All the report's numbers: `compare` on the texts, and `evaluate` and `corpus_stats` on the
+    corpus (by default the texts themselves, taken together)."""
+    tokenizers = named_tokenizers(tokenizers)
+    comparison = compare(tokenizers, texts, reference=reference, cost=cost, sample=sample, num_threads=num_threads)
+    if corpus is None:
+        documents = list(texts.values())
+        evaluation = {
+            name: evaluate_documents(tokenizer, documents, num_threads=num_threads)
+            for name, tokenizer in tokenizers.items()
+        }
+        statistics = corpus_stats_of_documents(documents)
+        if statistics is None:
+            raise CorpusError("the texts hold no words")
+        corpus_label = "the texts, together"
+    else:
+        evaluation = {
+            name: evaluate(tokenizer, corpus, num_threads=num_threads, **corpus_reader_options)
+            for name, tokenizer in tokenizers.items()
+        }
+        statistics = corpus_stats(corpus, **corpus_reader_options)
+        corpus_label = ", ".join(map(str, corpus)) if isinstance(corpus, (list, tuple)) else str(corpus)
+    return {
+        "title": title,
+        "corpus": corpus_label,
+        "evaluation": evaluation,
+        "comparison": comparison,
+        "corpus_stats": statistics,
+    }
+
+
+def report_rows(report: Mapping[str, Any]) -> list[dict[str, Any]]:
+    """Every number of the report as (section, tokenizer, text, metric, value) rows."""
+    rows: list[dict[str, Any]] = []
+    for name, metrics in report["evaluation"].items():
+        rows += [{"section": "evaluation", "tokenizer": name, "metric": key, "value": value}
+                 for key, value in scalars(metrics).items()]
+    comparison = report["comparison"]
+    for row in comparison["rows"]:
+        rows += [{"section": "comparison", "tokenizer": row["tokenizer"], "text": row["text"], "metric": key,
+                  "value": value} for key, value in row.items() if key not in ("tokenizer", "text")]
+    rows += [{"section": "gini", "tokenizer": name, "metric": f"gini_{comparison['cost']}", "value": value}
+             for name, value in comparison["gini"].items()]
+    rows += [{"section": "corpus_stats", "metric": key, "value": value}
+             for key, value in scalars(report["corpus_stats"]).items()]
+    return rows
+
+
+# --------------------------------------------------------------------------- plots
+
+
+def _figure(width: float = 6.4, height: float = 3.6):
+    try:
+        import matplotlib
+    except ImportError:
+        raise ConfigError("plots need matplotlib: pip install 'polytok[plots]'") from None
+
+    matplotlib.use("Agg")
+    from matplotlib.figure import Figure
+
+    return Figure(figsize=(width, height), dpi=100, layout="constrained")
+
+
+def _png(figure) -> bytes:
+    buffer = io.BytesIO()
+    # No "Software" entry: the PNG then depends only on the numbers, not on matplotlib's version.
+    figure.savefig(buffer, format="png", metadata={"Software": None})
+    return buffer.getvalue()
+
+
+def plot_rank_frequency(statistics: Mapping[str, Any]) -> bytes:
+    """Word frequency against rank, log-log, with the fitted Zipf line anchored at rank 1."""
+    curves = statistics["curves"]
+    figure = _figure()
+    axes = figure.add_subplot()
+    axes.loglog(curves["rank"], curves["frequency"], ".", markersize=3, label="words")
+    alpha = statistics["zipf_alpha"]
+    if alpha is not None:
+        top = curves["frequency"][0]
+        axes.loglog(curves["rank"], [top * rank ** -alpha for rank in curves["rank"]], "-",
+                    label=f"Zipf, α = {alpha:.2f}")
+    axes.set_xlabel("rank")
+    axes.set_ylabel("frequency")
+    axes.set_title("Rank-frequency")
+    axes.legend()
+    return _png(figure)
+
+
+def plot_growth(statistics: Mapping[str, Any]) -> bytes:
+    """Distinct words against words read, log-log, with the fitted Heaps curve."""
+    curves = statistics["curves"]
+    figure = _figure()
+    axes = figure.add_subplot()
+    axes.loglog(curves["words_read"], curves["distinct_words"], ".", markersize=3, label="distinct words")
+    k, beta = statistics["heaps_k"], statistics["heaps_beta"]
+    if k is not None:
+        axes.loglog(curves["words_read"], [k * n ** beta for n in curves["words_read"]], "-",
+                    label=f"Heaps, K = {k:.2f}, β = {beta:.2f}")
+    axes.set_xlabel("words read")
+    axes.set_ylabel("distinct words")
+    axes.set_title("Vocabulary growth")
+    axes.legend()
+    return _png(figure)
+
+
+def _grouped_bars(comparison: Mapping[str, Any], field: str, title: str, unit_line: float | None = None) -> bytes:
+    texts, names = comparison["texts"], comparison["tokenizers"]
+    value = {(row["tokenizer"], row["text"]): row[field] for row in comparison["rows"]}
+    figure = _figure(max(6.4, 1.2 * len(texts) + 2), 3.6)
+    axes = figure.add_subplot()
+    width = 0.8 / len(names)
+    for position, name in enumerate(names):
+        xs = [i + (position - (len(names) - 1) / 2) * width for i in range(len(texts))]
+        axes.bar(xs, [value[(name, text)] or 0.0 for text in texts], width, label=name)
+    if unit_line is not None:
+        axes.axhline(unit_line, color="black", linewidth=0.8)
+    axes.set_xticks(range(len(texts)), texts, rotation=20, ha="right")
+    axes.set_title(title)
+    axes.legend(fontsize="small")
+    return _png(figure)
+
+
+def plot_tokens_per_word(comparison: Mapping[str, Any]) -> bytes:
+    """Tokens per whitespace-separated word, per text, one bar per tokeniser."""
+    return _grouped_bars(comparison, "tokens_per_word", "Tokens per word")
+
+
+def plot_tax(comparison: Mapping[str, Any]) -> bytes:
+    """Each text's cost relative to the reference text, one bar per tokeniser; 1 is parity."""
+    return _grouped_bars(comparison, "tax", f"Cost relative to {comparison['reference']} ({comparison['cost']})", 1.0)
+
+
+def write_corpus_plots(statistics: Mapping[str, Any], directory: str | os.PathLike) -> list[Path]:
+    """Write rank-frequency.png and growth.png into `directory` (created if missing)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    written = []
+    for name, plot in (("rank-frequency.png", plot_rank_frequency), ("growth.png", plot_growth)):
+        with atomic_write(directory / name, "wb") as stream:
+            stream.write(plot(statistics))
+        written.append(directory / name)
+    return written
+
+
+# --------------------------------------------------------------------------- HTML
+
+STYLE = """
+body { font-family: system-ui, sans-serif; margin: 2em auto; max-width: 72em; color: #222; }
+h1 { font-size: 1.6em; } h2 { font-size: 1.2em; margin-top: 2em; border-bottom: 1px solid #ccc; }
+table { border-collapse: collapse; margin: 0.5em 0; }
+th, td { padding: 0.2em 0.6em; border-bottom: 1px solid #eee; }
+td { text-align: right; font-variant-numeric: tabular-nums; } th { text-align: left; }
+td.cut { text-align: left; font-family: ui-monospace, monospace; white-space: pre-wrap; }
+.token { border-radius: 3px; padding: 0 1px; margin-right: 1px; }
+.sample { font-style: italic; }
+figure { display: inline-block; margin: 0.5em; } img { max-width: 100%; }
+"""
+
+
+def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
+    head = "".join(f"<th>{html.escape(str(cell))}</th>" for cell in header)
+    body = "\n".join(
+        "<tr>" + f"<th>{html.escape(str(row[0]))}</th>"
+        + "".join(f"<td>{html.escape(format_value(cell))}</td>" for cell in row[1:]) + "</tr>"
+        for row in rows
+    )
+    return f"<table>\n<tr>{head}</tr>\n{body}\n</table>"
+
+
+def _image(png: bytes, alt: str) -> str:
+    encoded = base64.b64encode(png).decode("ascii")
+    return f'<figure><img src="data:image/png;base64,{encoded}" alt="{html.escape(alt)}"></figure>'
+
+
+def render_report(report: Mapping[str, Any]) -> str:
+    """The report as one HTML page with no external resources."""
+    evaluation = report["evaluation"]
+    names = list(evaluation)
+    metric_keys = list(scalars(next(iter(evaluation.values()))))
+    comparison = report["comparison"]
+    statistics = report["corpus_stats"]
+    texts = comparison["texts"]
+    by_pair = {(row["tokenizer"], row["text"]): row for row in comparison["rows"]}
+
+    def per_text(field: str) -> str:
+        return _table(["text", *comparison["tokenizers"]],
+                      [[text, *(by_pair[(name, text)][field] for name in comparison["tokenizers"])] for text in texts])
+
+    sections = [
+        f"<h1>{html.escape(report['title'])}</h1>",
+        "<p>Every number is defined in polytok's docs/metrics.md. The same numbers are in the JSON and CSV "
+        "files written beside this page.</p>",
+        f"<h2>Intrinsic metrics on {html.escape(report['corpus'])}</h2>",
+        _table(["metric", *names], [[key, *(evaluation[name].get(key) for name in names)] for key in metric_keys]),
+        "<h2>Tokens per word</h2>",
+        per_text("tokens_per_word"),
+        "<h2>Bytes per token</h2>",
+        per_text("bytes_per_token"),
+        f"<h2>The tax: cost relative to {html.escape(comparison['reference'])} "
+        f"(cost = {html.escape(comparison['cost'])})</h2>",
+        per_text("tax"),
+        "<p>Gini coefficient of the cost across texts (0 = parity):</p>",
+        _table(["tokeniser", "Gini"], [[name, value] for name, value in comparison["gini"].items()]),
+        _image(plot_tokens_per_word(comparison), "tokens per word, per text and tokeniser"),
+        _image(plot_tax(comparison), "cost relative to the reference text"),
+        "<h2>One sentence, cut by each tokeniser</h2>",
+        render_html(comparison),
+        f"<h2>Corpus statistics of {html.escape(report['corpus'])}</h2>",
+        _table(["statistic", "value"], [[key, value] for key, value in scalars(statistics).items()]),
+        _image(plot_rank_frequency(statistics), "rank-frequency plot with the Zipf fit"),
+        _image(plot_growth(statistics), "vocabulary growth with the Heaps fit"),
+    ]
+    return (
+        "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
+        f"<title>{html.escape(report['title'])}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"
+        + "\n".join(sections)
+        + "\n</body>\n</html>\n"
+    )
+
+
+def write_report(report: Mapping[str, Any], path: str | os.PathLike) -> list[Path]:
+    """Write the HTML page at `path`, and its numbers as JSON and CSV beside it (same stem);
+    each file appears whole or not at all."""
+    path = Path(path)
+    if path.suffix.lower() not in (".html", ".htm"):
+        raise ConfigError(f"report path {path} should end in .html (the .json and .csv go beside it)")
+    if not path.parent.is_dir():
+        raise ConfigError(f"cannot write {path}: directory {path.parent} does not exist")
+    outputs = [path, path.with_suffix(".json"), path.with_suffix(".csv")]
+    contents = [
+        render_report(report),
+        json.dumps(report, indent=2, ensure_ascii=False) + "\n",
+        to_csv(report_rows(report), CSV_FIELDS),
+    ]
+    for output, content in zip(outputs, contents):
+        with atomic_write(output) as stream:
+            stream.write(content)
+    return outputs
+
+
+# --------------------------------------------------------------------------- command line
+
+
+def add_report_arguments(parser: argparse.ArgumentParser) -> None:
+    """`polytok report TOK... --text FILE... [--corpus ...] -o report.html`."""
+    parser.add_argument("tokenizers", nargs="+", metavar="TOK",
+                        help="tokeniser files: polytok JSON, .tiktoken, HF tokenizer.json, SentencePiece .model")
+    parser.add_argument("--text", nargs="+", action="extend", required=True, metavar="FILE",
+                        help="UTF-8 text files, e.g. the same document in several languages")
+    parser.add_argument("--corpus", nargs="+", action="extend", metavar="PATH",
+                        help="corpus for the intrinsic metrics and statistics (default: the texts together)")
+    parser.add_argument("-o", "--output", required=True, help="HTML file to write; .json and .csv go beside it")
+    parser.add_argument("--reference", help="text (file stem) the tax is relative to (default: the first)")
+    parser.add_argument("--cost", choices=COSTS, default="tokens",
+                        help="cost of a text: tokens (parallel texts), tokens_per_byte, tokens_per_line")
+    parser.add_argument("--sample", help="sentence to show cut by each tokeniser (default: first line of the reference)")
+    parser.add_argument("--title", default="polytok report", help="title of the page")
+    parser.add_argument("--threads", type=int, default=None, help="encoder threads (default: all cores)")
+    add_tokenizer_format_options(parser)
+    add_corpus_options(parser)
+
+
+def run_report(args: argparse.Namespace) -> None:
+    """Build the report and write its HTML, JSON and CSV files."""
+    tokenizers = load_tokenizers(args.tokenizers, pattern=args.pattern, special_tokens=args.special)
+    report = build_report(
+        tokenizers,
+        read_texts(args.text),
+        corpus=args.corpus,
+        reference=args.reference,
+        cost=args.cost,
+        sample=args.sample,
+        title=args.title,
+        num_threads=args.threads,
+        **reader_options(args),
+    )
+    written = write_report(report, args.output)
+    if not getattr(args, "quiet", False):
+        print("wrote " + ", ".join(str(path) for path in written), file=sys.stderr)

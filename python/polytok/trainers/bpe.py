@@ -1,0 +1,142 @@
+"""Byte-level BPE training: the article's algorithm (merge the most frequent adjacent pair, repeat)
+on counted pre-tokens, run by the Rust core with incremental counts and a priority queue.
+
+Ties go to the highest count, then to the smallest (left id, right id). Token ids: 0..255 are the
+bytes, merge k makes token 256 + k (always new bytes: see src/bpe.rs), special tokens come last.
+Training stops early, with a smaller vocabulary, when no pair occurs `min_frequency` times.
+"""
+from __future__ import annotations
+
+from numbers import Integral
+from typing import TYPE_CHECKING, Any, Sequence
+
+from tqdm.auto import tqdm
+
+from polytok import _core
+from polytok.counts import WordCounts
+from polytok.errors import ConfigError, CorpusError
+
+if TYPE_CHECKING:
+    from polytok.tokenizer import Tokenizer
+
+# How many merges between two progress reports: often enough for a smooth bar, rarely enough
+# that taking the GIL back costs nothing measurable.
+PROGRESS_EVERY = 256
+
+
+def learn_merges(
+    counts: WordCounts,
+    num_merges: int,
+    *,
+    min_frequency: int = 1,
+    num_threads: int | None = None,
+    progress: bool = True,
+) -> tuple[list[bytes], list[tuple[int, int]], list[int]]:
+    """Learn at most `num_merges` merges; returns (vocabulary without special tokens, merges,
+    the pair count each merge was chosen with)."""
+    if not is_integer(min_frequency) or min_frequency < 1:
+        raise ConfigError(f"min_frequency must be an integer >= 1, got {min_frequency!r}")
+    if num_threads is not None and (not is_integer(num_threads) or num_threads < 1):
+        raise ConfigError(f"num_threads must be an integer >= 1 or None (all cores), got {num_threads!r}")
+    with tqdm(total=num_merges, desc="BPE merges", unit="merge", disable=not progress, leave=False) as bar:
+        try:
+            merge_array, merge_counts = _core.bpe_train(
+                counts.data,
+                counts.offsets,
+                counts.counts,
+                num_merges,
+                min_frequency=int(min_frequency),
+                num_threads=None if num_threads is None else int(num_threads),
+                progress=(lambda done: bar.update(done - bar.n)) if progress else None,
+                progress_every=PROGRESS_EVERY,
+            )
+        except ValueError as error:
+            raise ConfigError(f"invalid WordCounts arrays: {error}") from None
+    merges = [(int(left), int(right)) for left, right in merge_array.tolist()]
+    vocab = [bytes([b]) for b in range(256)]
+    for left, right in merges:
+        vocab.append(vocab[left] + vocab[right])
+    return vocab, merges, [int(c) for c in merge_counts.tolist()]
+
+
+def train_bpe(
+    counts: WordCounts,
+    *,
+    vocab_size: int,
+    special_tokens: Sequence[str] = (),
+    min_frequency: int = 1,
+    num_threads: int | None = None,
+    progress: bool = True,
+) -> "Tokenizer":
+    """Train a byte-level BPE tokeniser of at most `vocab_size` tokens (bytes + merges + special
+    tokens) on counted pre-tokens; the tokeniser keeps the pattern the counts were made with."""
+    special_tokens = check_special_tokens(special_tokens)
+    num_merges = merge_budget(vocab_size, special_tokens)
+    if len(counts) == 0:
+        raise CorpusError("the word counts are empty: there is no text to train on")
+    vocab, merges, merge_counts = learn_merges(
+        counts, num_merges, min_frequency=min_frequency, num_threads=num_threads, progress=progress
+    )
+    training = {
+        "vocab_size": int(vocab_size),
+        "min_frequency": min_frequency,
+        "merges": len(merges),
+        "stopped_early": len(merges) < num_merges,
+        "last_merge_count": merge_counts[-1] if merge_counts else None,
+        "unique_pre_tokens": len(counts),
+        "pre_tokens": int(counts.counts.sum(dtype="uint64")),
+    }
+    return build_tokenizer(vocab, merges, counts.pattern, special_tokens, training)
+
+
+def merge_budget(vocab_size: int, special_tokens: Sequence[str]) -> int:
+    """The number of merges that `vocab_size` leaves after the 256 bytes and the special tokens."""
+    minimum = 256 + len(special_tokens)
+    if not is_integer(vocab_size) or vocab_size < minimum:
+        raise ConfigError(
+            f"vocab_size must be an integer of at least {minimum} (256 bytes + "
+            f"{len(special_tokens)} special tokens), got {vocab_size!r}"
+        )
+    return int(vocab_size) - minimum
+
+
+def is_integer(value: Any) -> bool:
+    """True for Python and numpy integers, False for bools, floats and the rest."""
+    return isinstance(value, Integral) and not isinstance(value, bool)
+
+
+def check_special_tokens(special_tokens: Sequence[str] | None) -> list[str]:
+    """The special tokens as a list of distinct non-empty strings, or a ConfigError."""
+    if special_tokens is None:
+        return []
+    if isinstance(special_tokens, (str, bytes)):
+        raise ConfigError(f"special_tokens must be a list of strings, got the single string {special_tokens!r}")
+    tokens = list(special_tokens)
+    for token in tokens:
+        if not isinstance(token, str) or not token:
+            raise ConfigError(f"each special token must be a non-empty string, got {token!r}")
+    repeated = sorted({token for token in tokens if tokens.count(token) > 1})
+    if repeated:
+        raise ConfigError(f"special tokens must be distinct, {repeated} given more than once")
+    return tokens
+
+
+def build_tokenizer(
+    vocab: list[bytes],
+    merges: list[tuple[int, int]],
+    pattern: str | None,
+    special_tokens: list[str],
+    training: dict,
+) -> "Tokenizer":
+    """Wrap learned tokens into a `merges` tokeniser; special ids follow the learned tokens."""
+    from polytok.tokenizer import Tokenizer
+
+    return Tokenizer(
+        vocab,
+        segmenter="merges",
+        pattern=pattern,
+        special_tokens={token: len(vocab) + i for i, token in enumerate(special_tokens)},
+        merges=merges,
+        algorithm="bpe",
+        training=training,
+    )

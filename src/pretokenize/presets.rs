@@ -1,0 +1,403 @@
+//! Hand-written matchers for the four preset patterns.
+//!
+//! Each matcher returns, for a start position, the end of the match Python's `regex.findall`
+//! would produce there: the alternatives are tried in the pattern's order, and the greedy,
+//! possessive and lookahead parts are resolved directly on the runs of character classes
+//! (no backtracking), so every preset splits in linear time. The reasoning for each
+//! alternative is next to its code; tests compare with `regex.findall` on arbitrary text.
+use super::classes::{decode, CharClasses, LETTER, LOWER, NUMBER, SPACE, UPPER_OR_TITLE};
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Preset {
+    Gpt2,
+    Cl100k,
+    O200k,
+    Nanochat,
+}
+
+// The exact patterns of tiktoken's openai_public.py (gpt2 = r50k_base) and nanochat's
+// tokenizer.py; Python's polytok.pretokenize.PRESETS holds the same strings.
+const GPT2: &str = r"'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s";
+const CL100K: &str = r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s";
+const O200K: &str = concat!(
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+    "|",
+    r"[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?",
+    "|",
+    r"\p{N}{1,3}",
+    "|",
+    r" ?[^\s\p{L}\p{N}]+[\r\n/]*",
+    "|",
+    r"\s*[\r\n]+",
+    "|",
+    r"\s+(?!\S)",
+    "|",
+    r"\s+",
+);
+const NANOCHAT: &str = r"'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}+|\p{N}{1,2}| ?[^\s\p{L}\p{N}]++[\r\n]*|\s*[\r\n]|\s+(?!\S)|\s+";
+
+impl Preset {
+    pub const ALL: [Preset; 4] = [Preset::Gpt2, Preset::Cl100k, Preset::O200k, Preset::Nanochat];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Preset::Gpt2 => "gpt2",
+            Preset::Cl100k => "cl100k",
+            Preset::O200k => "o200k",
+            Preset::Nanochat => "nanochat",
+        }
+    }
+
+    pub fn pattern(self) -> &'static str {
+        match self {
+            Preset::Gpt2 => GPT2,
+            Preset::Cl100k => CL100K,
+            Preset::O200k => O200K,
+            Preset::Nanochat => NANOCHAT,
+        }
+    }
+
+    /// The preset whose pattern is exactly `pattern`, if any.
+    pub fn from_pattern(pattern: &str) -> Option<Preset> {
+        Preset::ALL.into_iter().find(|preset| preset.pattern() == pattern)
+    }
+
+    /// Calls `f` on each piece of valid UTF-8 `text`, as `regex.findall(pattern, text)` would.
+    #[inline]
+    pub fn split<'a>(self, text: &'a [u8], f: &mut impl FnMut(&'a [u8])) {
+        let scanner = Scanner { text, classes: CharClasses::get() };
+        match self {
+            Preset::Gpt2 => scanner.for_each(f, Scanner::gpt2),
+            Preset::Cl100k => scanner.for_each(f, Scanner::cl100k),
+            Preset::O200k => scanner.for_each(f, Scanner::o200k),
+            Preset::Nanochat => scanner.for_each(f, Scanner::nanochat),
+        }
+    }
+}
+
+/// `[^\s\p{L}\p{N}]`: punctuation, symbols, marks, controls, unassigned.
+#[inline(always)]
+fn is_other(flags: u8) -> bool {
+    flags & (LETTER | NUMBER | SPACE) == 0
+}
+
+/// What `\s+` sees from a start position: where the run ends, where its last character starts,
+/// and the end of its last `\r` or `\n`.
+struct SpaceRun {
+    end: usize,
+    last_start: usize,
+    after_last_newline: Option<usize>,
+}
+
+/// The order of a preset's alternatives for a whitespace run not claimed by a word or
+/// punctuation alternative.
+#[derive(Clone, Copy)]
+enum SpaceRule {
+    /// gpt2: `\s++$|\s+(?!\S)|\s`.
+    EndThenLookahead,
+    /// cl100k: `\s++$|\s*[\r\n]|\s+(?!\S)|\s`.
+    EndThenLineBreak,
+    /// nanochat `\s*[\r\n]|\s+(?!\S)|\s+` and o200k `\s*[\r\n]+|\s+(?!\S)|\s+`: the `+` after
+    /// `[\r\n]` changes nothing, as `\s*` has already backed off to the last line break.
+    LineBreakFirst,
+}
+
+struct Scanner<'a> {
+    text: &'a [u8],
+    classes: &'static CharClasses,
+}
+
+impl<'a> Scanner<'a> {
+    fn for_each(&self, f: &mut impl FnMut(&'a [u8]), next_end: impl Fn(&Self, usize) -> usize) {
+        let mut start = 0;
+        while start < self.text.len() {
+            let end = next_end(self, start);
+            debug_assert!(end > start);
+            f(&self.text[start..end]);
+            start = end;
+        }
+    }
+
+    /// Flags and byte length of the character at `at` (`at` < len).
+    #[inline(always)]
+    fn class_at(&self, at: usize) -> (u8, usize) {
+        self.classes.at(self.text, at)
+    }
+
+    /// Flags of the character at `at`, 0 at the end of the text (nothing matches there).
+    #[inline(always)]
+    fn flags_at(&self, at: usize) -> u8 {
+        if at < self.text.len() {
+            self.class_at(at).0
+        } else {
+            0
+        }
+    }
+
+    /// The end of the longest run from `at` of characters whose flags satisfy `keep`.
+    #[inline(always)]
+    fn run(&self, mut at: usize, keep: impl Fn(u8) -> bool) -> usize {
+        let text = self.text;
+        while at < text.len() {
+            let byte = text[at];
+            if byte < 0x80 {
+                if !keep(self.classes.ascii(byte)) {
+                    break;
+                }
+                at += 1;
+            } else {
+                let (code_point, length) = decode(text, at);
+                if !keep(self.classes.of(code_point)) {
+                    break;
+                }
+                at += length;
+            }
+        }
+        at
+    }
+
+    /// The end of at most `limit` characters of `\p{N}` from `at`.
+    #[inline(always)]
+    fn numbers(&self, mut at: usize, limit: usize) -> usize {
+        for _ in 0..limit {
+            if at >= self.text.len() {
+                break;
+            }
+            let (flags, length) = self.class_at(at);
+            if flags & NUMBER == 0 {
+                break;
+            }
+            at += length;
+        }
+        at
+    }
+
+    /// The end of the run of bytes from `at` that are in `set` (ASCII only).
+    #[inline(always)]
+    fn bytes_in(&self, mut at: usize, set: &[u8]) -> usize {
+        while at < self.text.len() && set.contains(&self.text[at]) {
+            at += 1;
+        }
+        at
+    }
+
+    /// The whitespace run from `at`, which holds at least one whitespace character.
+    #[inline(always)]
+    fn space_run(&self, start: usize) -> SpaceRun {
+        let text = self.text;
+        let mut run = SpaceRun { end: start, last_start: start, after_last_newline: None };
+        while run.end < text.len() {
+            let byte = text[run.end];
+            let length = if byte < 0x80 {
+                if self.classes.ascii(byte) & SPACE == 0 {
+                    break;
+                }
+                if byte == b'\n' || byte == b'\r' {
+                    run.after_last_newline = Some(run.end + 1);
+                }
+                1
+            } else {
+                let (code_point, length) = decode(text, run.end);
+                if self.classes.of(code_point) & SPACE == 0 {
+                    break;
+                }
+                length
+            };
+            run.last_start = run.end;
+            run.end += length;
+        }
+        run
+    }
+
+    /// `[^\r\n\p{L}\p{N}]`, the optional character the word alternatives may start with.
+    #[inline(always)]
+    fn is_word_prefix(&self, at: usize, flags: u8) -> bool {
+        flags & (LETTER | NUMBER) == 0 && self.text[at] != b'\n' && self.text[at] != b'\r'
+    }
+
+    /// The lower-cased ASCII byte at `at`, with `ſ` (long s, which `(?i)` matches to `s`) as `s`,
+    /// and its byte length; `None` at the end of the text.
+    #[inline(always)]
+    fn folded_at(&self, at: usize) -> Option<(u8, usize)> {
+        match self.text.get(at..)? {
+            [0xC5, 0xBF, ..] => Some((b's', 2)),
+            [byte, ..] => Some((byte.to_ascii_lowercase(), 1)),
+            [] => None,
+        }
+    }
+
+    /// The end of `(?:[sdmt]|ll|ve|re)` right after an apostrophe at `at`, case-insensitively
+    /// when `ignore_case` (the `(?i)` of cl100k, nanochat and o200k); o200k's list is the same.
+    #[inline(always)]
+    fn contraction_after(&self, at: usize, ignore_case: bool) -> Option<usize> {
+        let read = |position: usize| {
+            if ignore_case {
+                self.folded_at(position)
+            } else {
+                self.text.get(position).map(|&byte| (byte, 1))
+            }
+        };
+        let (first, length) = read(at)?;
+        match first {
+            b's' | b'd' | b'm' | b't' => Some(at + length),
+            b'l' | b'v' | b'r' => {
+                let expected = if first == b'l' { b'l' } else { b'e' };
+                match read(at + length)? {
+                    (second, second_length) if second == expected => Some(at + length + second_length),
+                    _ => None,
+                }
+            }
+            _ => None,
+        }
+    }
+
+    /// `'(?:[sdmt]|ll|ve|re)` (with or without `(?i)`) at `at`.
+    #[inline(always)]
+    fn contraction(&self, at: usize, ignore_case: bool) -> Option<usize> {
+        if self.text[at] == b'\'' {
+            self.contraction_after(at + 1, ignore_case)
+        } else {
+            None
+        }
+    }
+
+    /// The preset's whitespace alternatives (see `SpaceRule`) from whitespace at `start`.
+    #[inline(always)]
+    fn space(&self, start: usize, rule: SpaceRule) -> usize {
+        let run = self.space_run(start);
+        let line_break = match rule {
+            SpaceRule::EndThenLookahead => None,
+            _ => run.after_last_newline,
+        };
+        if let (SpaceRule::LineBreakFirst, Some(end)) = (rule, line_break) {
+            return end;
+        }
+        if run.end == self.text.len() {
+            // `\s++$`, or `\s+(?!\S)` with nothing after the run.
+            return run.end;
+        }
+        if let Some(end) = line_break {
+            // `\s*[\r\n]`: the greedy `\s*` backs off to the run's last line break.
+            return end;
+        }
+        if run.last_start > start {
+            // `\s+(?!\S)`: a run followed by a non-space gives back its last character, so
+            // that character can start the next piece (a space before a word joins the word).
+            return run.last_start;
+        }
+        run.end // `\s` (or `\s+`) on a single whitespace character
+    }
+
+    /// The word, number and punctuation alternatives shared by cl100k and nanochat:
+    /// `'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,digits}| ?[^\s\p{L}\p{N}]++[\r\n]*`.
+    #[inline(always)]
+    fn gpt4_style(&self, start: usize, digits: usize) -> Option<usize> {
+        let (flags, length) = self.class_at(start);
+        // A letter cannot start a contraction, so testing it first keeps the pattern's order.
+        if flags & LETTER != 0 {
+            return Some(self.run(start + length, |f| f & LETTER != 0));
+        }
+        if let Some(end) = self.contraction(start, true) {
+            return Some(end);
+        }
+        // `?+` is possessive: once the prefix is taken, a letter must follow or the alternative fails.
+        if self.is_word_prefix(start, flags) && self.flags_at(start + length) & LETTER != 0 {
+            return Some(self.run(start + length, |f| f & LETTER != 0));
+        }
+        if flags & NUMBER != 0 {
+            return Some(self.numbers(start, digits));
+        }
+        // ` ?` keeps a space only if punctuation follows it.
+        let other_start = if self.text[start] == b' ' { start + 1 } else { start };
+        if other_start < self.text.len() && is_other(self.flags_at(other_start)) {
+            let end = self.run(other_start, is_other);
+            return Some(self.bytes_in(end, b"\r\n"));
+        }
+        None
+    }
+
+    fn cl100k(&self, start: usize) -> usize {
+        self.gpt4_style(start, 3).unwrap_or_else(|| self.space(start, SpaceRule::EndThenLineBreak))
+    }
+
+    fn nanochat(&self, start: usize) -> usize {
+        self.gpt4_style(start, 2).unwrap_or_else(|| self.space(start, SpaceRule::LineBreakFirst))
+    }
+
+    /// `'(?:[sdmt]|ll|ve|re)| ?\p{L}++| ?\p{N}++| ?[^\s\p{L}\p{N}]++|\s++$|\s+(?!\S)|\s`.
+    fn gpt2(&self, start: usize) -> usize {
+        if let Some(end) = self.contraction(start, false) {
+            return end;
+        }
+        // Each ` ?` keeps a leading space only if its alternative's class follows it.
+        let body = if self.text[start] == b' ' && start + 1 < self.text.len() { start + 1 } else { start };
+        let flags = self.flags_at(body);
+        if flags & LETTER != 0 {
+            self.run(body, |f| f & LETTER != 0)
+        } else if flags & NUMBER != 0 {
+            self.run(body, |f| f & NUMBER != 0)
+        } else if is_other(flags) {
+            self.run(body, is_other)
+        } else {
+            self.space(start, SpaceRule::EndThenLookahead)
+        }
+    }
+
+    /// `[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+` from `at`. The greedy upper
+    /// run backs off until the lower run can start: after the whole upper run if a lowercase
+    /// letter follows, else at the run's last character that is also "lower" (Lm, Lo, M).
+    #[inline(always)]
+    fn o200k_lower_word(&self, at: usize) -> Option<usize> {
+        let text = self.text;
+        let mut end = at;
+        let mut after_last_lower = None;
+        while end < text.len() {
+            let (flags, length) = self.class_at(end);
+            if flags & UPPER_OR_TITLE == 0 {
+                // Not upper, so lower only if it is a lowercase letter: the lower run starts here.
+                if flags & LOWER != 0 {
+                    return Some(self.run(end + length, |f| f & LOWER != 0));
+                }
+                break;
+            }
+            end += length;
+            if flags & LOWER != 0 {
+                after_last_lower = Some(end);
+            }
+        }
+        after_last_lower
+    }
+
+    /// `[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*` from `at`.
+    #[inline(always)]
+    fn o200k_upper_word(&self, at: usize) -> Option<usize> {
+        let upper_end = self.run(at, |f| f & UPPER_OR_TITLE != 0);
+        (upper_end > at).then(|| self.run(upper_end, |f| f & LOWER != 0))
+    }
+
+    /// The o200k pattern: two word alternatives (each with an optional leading non-letter and
+    /// an optional case-insensitive contraction), `\p{N}{1,3}`, ` ?[^\s\p{L}\p{N}]+[\r\n/]*`,
+    /// `\s*[\r\n]+`, `\s+(?!\S)`, `\s+`.
+    fn o200k(&self, start: usize) -> usize {
+        let (flags, length) = self.class_at(start);
+        let prefixed = self.is_word_prefix(start, flags);
+        // Each word alternative tries its optional prefix first (`?` is greedy), then without.
+        let word = (prefixed.then(|| self.o200k_lower_word(start + length)).flatten())
+            .or_else(|| self.o200k_lower_word(start))
+            .or_else(|| prefixed.then(|| self.o200k_upper_word(start + length)).flatten())
+            .or_else(|| self.o200k_upper_word(start));
+        if let Some(end) = word {
+            let contraction = if end < self.text.len() { self.contraction(end, true) } else { None };
+            return contraction.unwrap_or(end);
+        }
+        if flags & NUMBER != 0 {
+            return self.numbers(start, 3);
+        }
+        let other_start = if self.text[start] == b' ' { start + 1 } else { start };
+        if other_start < self.text.len() && is_other(self.flags_at(other_start)) {
+            let end = self.run(other_start, is_other);
+            return self.bytes_in(end, b"\r\n/");
+        }
+        self.space(start, SpaceRule::LineBreakFirst)
+    }
+}

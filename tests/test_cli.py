@@ -1,0 +1,115 @@
+"""The command line as a user meets it: help, a full train/encode/decode cycle, and bad input."""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from polytok.cli import COMMANDS, build_parser, main
+
+DATA = Path(__file__).parent / "data"
+
+
+def run_cli(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess:
+    return subprocess.run(
+        [sys.executable, "-m", "polytok.cli", *args], input=stdin, capture_output=True, timeout=300
+    )
+
+
+@pytest.fixture(scope="module")
+def corpus(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("corpus") / "mix.txt"
+    path.write_bytes(b"".join((DATA / name).read_bytes() for name in ["kjv.txt", "handbook-en-US.txt", "handbook-es-ES.txt"]))
+    return path
+
+
+@pytest.fixture(scope="module")
+def trained(corpus, tmp_path_factory) -> Path:
+    output = tmp_path_factory.mktemp("tok") / "tok.json"
+    assert main(["-q", "train", str(corpus), "-v", "600", "--special", "<|endoftext|>", "-o", str(output)]) == 0
+    return output
+
+
+@pytest.mark.parametrize("command", sorted(COMMANDS))
+def test_every_command_has_help_with_examples(command, capsys):
+    with pytest.raises(SystemExit) as exit_info:
+        build_parser().parse_args([command, "--help"])
+    assert exit_info.value.code == 0
+    assert "examples:" in capsys.readouterr().out
+
+
+def test_train_writes_a_loadable_tokenizer(trained):
+    document = json.loads(trained.read_text())
+    assert document["algorithm"] == "bpe"
+    assert len(document["vocab"]) + len(document["special_tokens"]) == 600
+
+
+def test_encode_then_decode_reproduces_every_line(trained, tmp_path):
+    text = "In the beginning God created the heaven and the earth.\nÑandú ☃ \t tabs\n\ndef f(x): return x\n"
+    source = tmp_path / "in.txt"
+    source.write_text(text, encoding="utf-8")
+    encoded = run_cli("encode", "-t", str(trained), str(source))
+    assert encoded.returncode == 0, encoded.stderr
+    assert len(encoded.stdout.splitlines()) == text.count("\n")
+    decoded = run_cli("decode", "-t", str(trained), stdin=encoded.stdout)
+    assert decoded.returncode == 0, decoded.stderr
+    assert decoded.stdout.decode("utf-8") == text
+
+
+def test_encode_counts_and_token_strings(trained):
+    counts = run_cli("encode", "-t", str(trained), "--output", "count", stdin=b"hello world\n\n")
+    first, second = counts.stdout.split()
+    assert int(first) >= 2 and int(second) == 0
+    tokens = run_cli("encode", "-t", str(trained), "--output", "tokens", stdin=b"hello world\n")
+    assert "".join(json.loads(tokens.stdout)) == "hello world"
+
+
+def test_special_token_text_is_refused_unless_allowed(trained):
+    refused = run_cli("encode", "-t", str(trained), stdin=b"a <|endoftext|> b\n")
+    assert refused.returncode != 0
+    assert b"<|endoftext|>" in refused.stderr
+    allowed = run_cli("encode", "-t", str(trained), "--allow-special", "all", stdin=b"a <|endoftext|> b\n")
+    assert allowed.returncode == 0
+    assert b"599" in allowed.stdout.split()
+
+
+def test_info_names_algorithm_and_size(trained, capsys):
+    assert main(["info", "-t", str(trained), "--json"]) == 0
+    description = json.loads(capsys.readouterr().out)
+    assert description["algorithm"] == "bpe"
+    assert description["vocab_size"] == 600
+
+
+def test_missing_corpus_is_a_clear_error_and_leaves_no_file(tmp_path):
+    output = tmp_path / "tok.json"
+    result = run_cli("-q", "train", str(tmp_path / "nope.txt"), "-o", str(output))
+    assert result.returncode != 0
+    assert b"nope.txt" in result.stderr
+    assert not output.exists()
+    assert os.listdir(tmp_path) == []
+
+
+def test_vocab_size_below_the_byte_floor_is_refused(corpus, tmp_path):
+    output = tmp_path / "tok.json"
+    result = run_cli("-q", "train", str(corpus), "-v", "256", "--special", "<|x|>", "-o", str(output))
+    assert result.returncode != 0
+    assert b"257" in result.stderr
+    assert not output.exists()
+
+
+def test_garbage_tokenizer_file_is_a_clear_error(tmp_path):
+    broken = tmp_path / "broken.json"
+    broken.write_text('{"format": "polytok", "version": 1, "vocab": [')
+    result = run_cli("encode", "-t", str(broken), stdin=b"x\n")
+    assert result.returncode != 0
+    assert b"broken.json" in result.stderr
+
+
+def test_decode_rejects_non_integer_ids(trained):
+    result = run_cli("decode", "-t", str(trained), stdin=b"1 2 three\n")
+    assert result.returncode != 0
+    assert b"line 1" in result.stderr
