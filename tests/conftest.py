@@ -1,8 +1,8 @@
 """Shared fixtures: real text excerpts and BPE tokenisers trained on them.
 
-Until polytok's own trainer is wired into the tests, the merge lists come from two independent
-sources: a naive pure-Python BPE (the textbook loop) and HF `tokenizers`' BPE trainer, converted
-to polytok's id layout (ids 0..255 the bytes, then the merged tokens in merge order).
+The merge lists come from three sources: a naive pure-Python BPE (the textbook loop), HF
+`tokenizers`' BPE trainer converted to polytok's id layout (ids 0..255 the bytes, then the merged
+tokens in merge order), and `polytok.train` itself.
 """
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+import polytok
 from polytok.pretokenize import PRESETS, PreTokenizer
 from polytok.tokenizer import Tokenizer
 
@@ -115,7 +116,11 @@ def trained_tokenizers() -> dict[str, Tokenizer]:
     for preset in PRESETS:
         vocab, merges = hf_bpe(texts, PRESETS[preset], 1500 if preset == "cl100k" else 800)
         tokenizers_by_name[f"hf-{preset}"] = with_specials(vocab, merges, preset)
+    for preset in ("cl100k", "o200k"):
+        tokenizers_by_name[f"polytok-{preset}"] = polytok.train(
+            texts, algorithm="bpe", vocab_size=2000, pattern=preset, special_tokens=list(SPECIAL_TOKENS), progress=False
+        )
     return tokenizers_by_name
 
 
-TOKENIZER_NAMES = ["naive-cl100k", "naive-gpt2", *(f"hf-{preset}" for preset in PRESETS)]
+TOKENIZER_NAMES = ["naive-cl100k", "naive-gpt2", *(f"hf-{preset}" for preset in PRESETS), "polytok-cl100k", "polytok-o200k"]
