@@ -205,7 +205,36 @@ old_unicode_text = st.one_of(
 def test_user_regex_equals_regex_findall(pattern: str, text: str) -> None:
     pretokenizer = PreTokenizer(pattern)
     assert pretokenizer.preset is None
-    assert pretokenizer.split(text) == findall_bytes(pattern, text)
+    assert pretokenizer.split(text) == findall_with_gaps(pattern, text)
+
+
+def findall_with_gaps(pattern: str, text: str) -> list[bytes]:
+    """`regex.finditer`'s non-empty matches, with the text between them as pieces of their own."""
+    pieces, end = [], 0
+    for match in regex.finditer(pattern, text):
+        if match.start() > end:
+            pieces.append(text[end : match.start()].encode())
+        if match.group(0):
+            pieces.append(match.group(0).encode())
+        end = match.end()
+    if end < len(text):
+        pieces.append(text[end:].encode())
+    return pieces
+
+
+def test_text_a_user_regex_skips_becomes_its_own_pre_token() -> None:
+    # findall would drop " 12 " and "!"; polytok keeps them as pieces, so encoding stays lossless.
+    assert PreTokenizer(r"\p{L}+").split("ab 12 cd!") == [b"ab", b" 12 ", b"cd", b"!"]
+    assert PreTokenizer(r"\d").split("x1y") == [b"x", b"1", b"y"]
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=old_unicode_text)
+def test_gaps_between_matches_are_kept_in_order(text: str) -> None:
+    pattern = r"\p{L}+|\p{N}"
+    pieces = PreTokenizer(pattern).split(text)
+    assert b"".join(pieces) == text.encode()
+    assert [piece for piece in pieces if regex.fullmatch(pattern, piece.decode())] == findall_bytes(pattern, text)
 
 
 SPECIALS = ["<|endoftext|>", "<|end|>", "<|", "|>", "abc", "bcd", "ab", "<|endoftext|>!"]

@@ -1,10 +1,10 @@
 """Pre-tokenisation: special tokens split out first, then a regex preset or user regex.
 
 Merges never cross a pre-token. Input may be any bytes: the regex runs on each valid UTF-8 run
-and each run of invalid bytes is a pre-token of its own, so pre-tokenisation is lossless for the
-presets. The pieces are exactly those of Python's `regex.findall(pattern, text)` on each run
-(whole matches; empty matches are dropped; text a user regex does not match is dropped too,
-so a user regex should match every character if round trips matter).
+and each run of invalid bytes is a pre-token of its own, so pre-tokenisation is always lossless.
+The pieces are exactly those of Python's `regex.findall(pattern, text)` on each run (whole
+matches; empty matches are dropped). The presets match every character; text a user regex does
+not match becomes a pre-token of its own (as HF's Split "isolated" does), never dropped.
 
 The four presets run on hand-written linear-time matchers in the Rust core; their character
 tables are generated from the `regex` module itself (tools/gen_unicode_tables.py), so they see

@@ -178,13 +178,21 @@ impl PreTokenizer {
             Matcher::Regex(regex) => {
                 // SAFETY: split_bytes only passes runs that from_utf8 accepted.
                 let valid = unsafe { std::str::from_utf8_unchecked(text) };
+                // Text the regex does not match (a user pattern need not cover everything)
+                // becomes a pre-token of its own, so pre-tokenisation stays lossless.
                 let mut end = 0;
                 for found in regex.find_iter(valid) {
                     let found = found.map_err(|error| (end, error))?;
+                    if found.start() > end {
+                        f(&text[end..found.start()]);
+                    }
                     if found.start() < found.end() {
                         f(&text[found.start()..found.end()]);
                     }
                     end = found.end();
+                }
+                if end < text.len() {
+                    f(&text[end..]);
                 }
             }
         }
