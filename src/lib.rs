@@ -8,6 +8,7 @@ mod graph;
 mod pretokenize;
 mod segment;
 mod unigram;
+mod wordpiece;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -17,5 +18,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     segment::register(m)?;
     graph::register(m)?;
     unigram::register(m)?;
+    wordpiece::register(m)?;
+    segment::dropout::register(m)?;
     Ok(())
 }
