@@ -402,7 +402,7 @@ pub fn train(words: &[&[u8]], counts: &[u64], budget: usize, options: &UnigramOp
 }
 
 #[pyfunction]
-#[pyo3(name = "train_unigram", signature = (data, offsets, counts, budget, seed_size=1_000_000, max_piece_bytes=16, shrinking_factor=0.75, sub_iterations=2))]
+#[pyo3(name = "train_unigram", signature = (data, offsets, counts, budget, seed_size=1_000_000, max_piece_bytes=16, shrinking_factor=0.75, sub_iterations=2, num_threads=None))]
 #[allow(clippy::too_many_arguments)]
 fn py_train_unigram<'py>(
     py: Python<'py>,
@@ -414,6 +414,7 @@ fn py_train_unigram<'py>(
     max_piece_bytes: usize,
     shrinking_factor: f64,
     sub_iterations: usize,
+    num_threads: Option<usize>,
 ) -> PyResult<(Vec<Bound<'py, PyBytes>>, Vec<f64>, Vec<(usize, f64)>)> {
     if !(shrinking_factor > 0.0 && shrinking_factor < 1.0) {
         return Err(PyValueError::new_err(format!("shrinking_factor is {shrinking_factor}, expected a number in (0, 1)")));
@@ -421,7 +422,11 @@ fn py_train_unigram<'py>(
     let (offsets, counts) = (offsets.as_slice()?, counts.as_slice()?);
     let words = word_slices(data, offsets, counts)?;
     let options = UnigramOptions { seed_size, max_piece_bytes, shrinking_factor, sub_iterations };
-    let training = py.detach(|| train(&words, counts, budget, &options));
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(num_threads.unwrap_or(0))
+        .build()
+        .map_err(|e| PyValueError::new_err(format!("cannot start {num_threads:?} threads: {e}")))?;
+    let training = py.detach(|| pool.install(|| train(&words, counts, budget, &options)));
     Ok((
         training.vocab.iter().map(|t| PyBytes::new(py, t)).collect(),
         training.scores,
