@@ -217,6 +217,19 @@ struct Model<'c> {
     alive: Vec<bool>,
     trie: ByteTrie,
     root: u32,
+    /// Each pre-token's lattice over the pieces alive when it was built, in chunks of
+    /// WORDS_PER_CHUNK pre-tokens; rebuilt after each pruning so EM scans flat arrays.
+    lattices: Vec<LatticeChunk>,
+}
+
+/// Pre-tokens per lattice chunk: the unit of parallel work, fixed so that sums are added in the
+/// same order whatever the thread count.
+const WORDS_PER_CHUNK: usize = 1024;
+
+struct LatticeChunk {
+    /// Edges of the chunk's k-th pre-token are edges[bounds[k]..bounds[k + 1]].
+    bounds: Vec<usize>,
+    edges: Vec<Edge>,
 }
 
 impl<'c> Model<'c> {
@@ -227,9 +240,56 @@ impl<'c> Model<'c> {
             trie.insert(root, piece, id as u32);
         }
         let alive = vec![true; pieces.len()];
-        let mut model = Model { words, counts, pieces, scores, alive, trie, root };
+        let mut model = Model { words, counts, pieces, scores, alive, trie, root, lattices: Vec::new() };
         model.score_unused_bytes();
+        model.build_lattices();
         model
+    }
+
+    fn build_lattices(&mut self) {
+        let live = self.live_scores();
+        self.lattices = self
+            .words
+            .par_chunks(WORDS_PER_CHUNK)
+            .map(|chunk| {
+                let mut edges = Vec::new();
+                let mut bounds = vec![0];
+                for word in chunk {
+                    build_lattice(&self.trie, self.root, word, |t| live[t as usize], &mut edges);
+                    bounds.push(edges.len());
+                }
+                edges.shrink_to_fit();
+                LatticeChunk { bounds, edges }
+            })
+            .collect();
+    }
+
+    /// Scores with -inf for removed pieces, indexed by piece.
+    fn live_scores(&self) -> Vec<f64> {
+        (0..self.pieces.len() as u32).map(|i| self.score(i)).collect()
+    }
+
+    /// Calls `f(word, count, edges)` for every pre-token, in parallel over fixed chunks, and
+    /// returns the per-chunk sums of its results added in chunk order.
+    fn sum_over_lattices(&self, f: impl Fn(&[u8], u64, &[Edge], &mut (Vec<f64>, Vec<f64>)) -> f64 + Sync) -> f64 {
+        let sums: Vec<f64> = self
+            .lattices
+            .par_iter()
+            .zip(self.words.par_chunks(WORDS_PER_CHUNK))
+            .zip(self.counts.par_chunks(WORDS_PER_CHUNK))
+            .map_init(
+                || (Vec::new(), Vec::new()),
+                |scratch, ((lattice, words), counts)| {
+                    let mut sum = 0.0;
+                    for (k, (word, &count)) in words.iter().zip(counts).enumerate() {
+                        let edges = &lattice.edges[lattice.bounds[k]..lattice.bounds[k + 1]];
+                        sum += f(word, count, edges, scratch);
+                    }
+                    sum
+                },
+            )
+            .collect();
+        sums.iter().sum()
     }
 
     fn score(&self, id: u32) -> f64 {
@@ -260,24 +320,16 @@ impl<'c> Model<'c> {
 
     /// Expected uses of every piece under the current model, and the corpus log-likelihood.
     fn e_step(&self) -> (Vec<f64>, f64) {
+        let live = self.live_scores();
         let expected: Vec<AtomicU64> = (0..self.pieces.len()).map(|_| AtomicU64::new(0)).collect();
-        let per_word: Vec<f64> = self
-            .words
-            .par_iter()
-            .zip(self.counts.par_iter())
-            .map_init(
-                || (Vec::<Edge>::new(), Vec::new(), Vec::new()),
-                |(edges, forward, backward), (&word, &count)| {
-                    build_lattice(&self.trie, self.root, word, |t| self.score(t), edges);
-                    let weight = count as f64 * FIXED_POINT;
-                    let total = forward_backward(edges, word.len(), forward, backward, |token, p| {
-                        expected[token as usize].fetch_add((p * weight).round() as u64, AtomicOrdering::Relaxed);
-                    });
-                    total * count as f64
-                },
-            )
-            .collect();
-        let log_likelihood = per_word.iter().sum();
+        let log_likelihood = self.sum_over_lattices(|word, count, edges, (forward, backward)| {
+            let weight = count as f64 * FIXED_POINT;
+            let score_of = |t: u32| live[t as usize];
+            let total = forward_backward(edges, word.len(), score_of, forward, backward, |token, p| {
+                expected[token as usize].fetch_add((p * weight).round() as u64, AtomicOrdering::Relaxed);
+            });
+            total * count as f64
+        });
         let expected = expected.into_iter().map(|e| e.into_inner() as f64 / FIXED_POINT).collect();
         (expected, log_likelihood)
     }
@@ -321,25 +373,28 @@ impl<'c> Model<'c> {
 
     /// Keeps the `target` pieces (bytes included) whose removal would cost the most likelihood.
     fn prune(&mut self, desired: usize, shrinking_factor: f64) {
+        let live = self.live_scores();
         let candidates: Vec<u32> = (256..self.pieces.len() as u32).filter(|&i| self.alive[i as usize]).collect();
         // The best segmentation of each piece without itself, or None if that beats the piece.
         let alternatives: Vec<Option<Vec<u32>>> = candidates
             .par_iter()
             .map_init(Vec::<Edge>::new, |edges, &id| {
                 let piece = &self.pieces[id as usize];
-                build_lattice(&self.trie, self.root, piece, |t| if t == id { f64::NEG_INFINITY } else { self.score(t) }, edges);
-                let (score, tokens) = best_path(edges, piece.len())?;
+                let without = |t: u32| if t == id { f64::NEG_INFINITY } else { live[t as usize] };
+                edges.clear();
+                build_lattice(&self.trie, self.root, piece, without, edges);
+                let (score, tokens) = best_path(edges, piece.len(), without)?;
                 (score <= self.scores[id as usize]).then_some(tokens)
             })
             .collect();
         let frequency: Vec<AtomicU64> = (0..self.pieces.len()).map(|_| AtomicU64::new(0)).collect();
-        self.words.par_iter().zip(self.counts.par_iter()).for_each_init(Vec::<Edge>::new, |edges, (&word, &count)| {
-            build_lattice(&self.trie, self.root, word, |t| self.score(t), edges);
-            if let Some((_, tokens)) = best_path(edges, word.len()) {
+        self.sum_over_lattices(|word, count, edges, _| {
+            if let Some((_, tokens)) = best_path(edges, word.len(), |t| live[t as usize]) {
                 for token in tokens {
                     frequency[token as usize].fetch_add(count, AtomicOrdering::Relaxed);
                 }
             }
+            0.0
         });
         let frequency: Vec<f64> = frequency.into_iter().map(|f| f.into_inner() as f64).collect();
         let total: f64 = frequency.iter().sum();
@@ -368,6 +423,7 @@ impl<'c> Model<'c> {
             self.alive[id as usize] = true;
         }
         self.score_unused_bytes();
+        self.build_lattices();
     }
 }
 

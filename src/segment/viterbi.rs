@@ -9,13 +9,12 @@ use super::longest_match::ByteTrie;
 use super::rng::SplitMix64;
 use super::Segmenter;
 
-/// One vocabulary match in a pre-token: bytes [start, end) are token `token` with `score`.
+/// One vocabulary match in a pre-token: bytes [start, end) are token `token`.
 #[derive(Clone, Copy, Debug)]
 pub struct Edge {
     pub start: u32,
     pub end: u32,
     pub token: u32,
-    pub score: f64,
 }
 
 /// log(exp(a) + exp(b)) without overflow; -inf is the identity.
@@ -31,7 +30,7 @@ pub fn log_add_exp(a: f64, b: f64) -> f64 {
     high + (low - high).exp().ln_1p()
 }
 
-/// Fills `edges` with every match of a token of finite score in `piece`, ordered by start and
+/// Appends to `edges` every match of a token with finite score in `piece`, ordered by start and
 /// then by length. `score_of` gives -inf for tokens that must not be used.
 pub fn build_lattice(
     trie: &ByteTrie,
@@ -40,23 +39,23 @@ pub fn build_lattice(
     score_of: impl Fn(u32) -> f64,
     edges: &mut Vec<Edge>,
 ) {
-    edges.clear();
     for start in 0..piece.len() {
         trie.for_each_prefix(root, &piece[start..], |length, token| {
-            let score = score_of(token);
-            if score > f64::NEG_INFINITY {
-                edges.push(Edge { start: start as u32, end: (start + length) as u32, token, score });
+            if score_of(token) > f64::NEG_INFINITY {
+                edges.push(Edge { start: start as u32, end: (start + length) as u32, token });
             }
         });
     }
 }
 
-/// Forward-backward over a lattice of `length` bytes whose edges are ordered by start. Calls
-/// `marginal(token, probability)` for every edge with its posterior probability and returns the
-/// log of the total probability of all segmentations (-inf when there is none).
+/// Forward-backward over a lattice of `length` bytes whose edges are ordered by start; edges
+/// whose token scores -inf count as absent. Calls `marginal(token, probability)` for every edge
+/// with its posterior probability and returns the log of the total probability of all
+/// segmentations (-inf when there is none).
 pub fn forward_backward(
     edges: &[Edge],
     length: usize,
+    score_of: impl Fn(u32) -> f64,
     forward: &mut Vec<f64>,
     backward: &mut Vec<f64>,
     mut marginal: impl FnMut(u32, f64),
@@ -71,11 +70,11 @@ pub fn forward_backward(
     // and in reverse order backward[end] is complete for the same reason.
     for edge in edges {
         let (s, e) = (edge.start as usize, edge.end as usize);
-        forward[e] = log_add_exp(forward[e], forward[s] + edge.score);
+        forward[e] = log_add_exp(forward[e], forward[s] + score_of(edge.token));
     }
     for edge in edges.iter().rev() {
         let (s, e) = (edge.start as usize, edge.end as usize);
-        backward[s] = log_add_exp(backward[s], edge.score + backward[e]);
+        backward[s] = log_add_exp(backward[s], score_of(edge.token) + backward[e]);
     }
     let total = forward[length];
     if total == f64::NEG_INFINITY {
@@ -83,7 +82,7 @@ pub fn forward_backward(
     }
     for edge in edges {
         let (s, e) = (edge.start as usize, edge.end as usize);
-        let log_probability = forward[s] + edge.score + backward[e] - total;
+        let log_probability = forward[s] + score_of(edge.token) + backward[e] - total;
         if log_probability > f64::NEG_INFINITY {
             marginal(edge.token, log_probability.exp());
         }
@@ -93,12 +92,12 @@ pub fn forward_backward(
 
 /// The best path through a lattice ordered by start: (score, tokens), or None when the lattice
 /// does not connect the two ends.
-pub fn best_path(edges: &[Edge], length: usize) -> Option<(f64, Vec<u32>)> {
+pub fn best_path(edges: &[Edge], length: usize, score_of: impl Fn(u32) -> f64) -> Option<(f64, Vec<u32>)> {
     let mut best = vec![f64::NEG_INFINITY; length + 1];
     let mut back: Vec<usize> = vec![usize::MAX; length + 1];
     best[0] = 0.0;
     for (index, edge) in edges.iter().enumerate() {
-        let candidate = best[edge.start as usize] + edge.score;
+        let candidate = best[edge.start as usize] + score_of(edge.token);
         // Strictly greater: the earliest start (longest last token) keeps a tie.
         if candidate > best[edge.end as usize] {
             best[edge.end as usize] = candidate;
@@ -157,6 +156,7 @@ impl Viterbi {
     }
 
     fn lattice(&self, piece: &[u8], edges: &mut Vec<Edge>) {
+        edges.clear();
         build_lattice(&self.trie, self.root, piece, |token| self.scores[token as usize], edges);
     }
 
@@ -170,7 +170,7 @@ impl Viterbi {
         forward[0] = 0.0;
         for edge in &edges {
             let (s, e) = (edge.start as usize, edge.end as usize);
-            forward[e] = log_add_exp(forward[e], forward[s] + alpha * edge.score);
+            forward[e] = log_add_exp(forward[e], forward[s] + alpha * self.scores[edge.token as usize]);
         }
         // Edges grouped by end, each group in start order, so a draw is reproducible.
         let mut by_end: Vec<Vec<Edge>> = vec![Vec::new(); length + 1];
@@ -186,7 +186,7 @@ impl Viterbi {
             // Rounding can leave the sum a hair under 1: the last candidate takes the remainder.
             let mut chosen = candidates[candidates.len() - 1];
             for edge in candidates {
-                cumulative += (forward[edge.start as usize] + alpha * edge.score - forward[position]).exp();
+                cumulative += (forward[edge.start as usize] + alpha * self.scores[edge.token as usize] - forward[position]).exp();
                 if draw < cumulative {
                     chosen = *edge;
                     break;
@@ -219,12 +219,12 @@ impl Viterbi {
             previous: usize,
         }
         let mut best: Vec<Vec<Partial>> = Vec::with_capacity(length + 1);
-        best.push(vec![Partial { score: 0.0, edge: Edge { start: 0, end: 0, token: 0, score: 0.0 }, previous: 0 }]);
+        best.push(vec![Partial { score: 0.0, edge: Edge { start: 0, end: 0, token: 0 }, previous: 0 }]);
         for end in 1..=length {
             let mut candidates = Vec::new();
             for edge in &by_end[end] {
                 for (rank, partial) in best[edge.start as usize].iter().enumerate() {
-                    candidates.push(Partial { score: partial.score + edge.score, edge: *edge, previous: rank });
+                    candidates.push(Partial { score: partial.score + self.scores[edge.token as usize], edge: *edge, previous: rank });
                 }
             }
             candidates.sort_by(|x, y| {
