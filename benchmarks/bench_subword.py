@@ -6,7 +6,8 @@ with the Python standard library's source, to `--mb` megabytes; about 5% of it i
 Each training run is its own subprocess, so peak memory (max RSS) is that trainer's alone; the
 same subprocess then measures bytes per token on the held-out text and single-threaded encoding
 throughput. polytok and HF use the cl100k pre-tokenisation regex on raw bytes; SentencePiece uses
-its own (whitespace-as-symbol, NFKC) pipeline with byte fallback.
+its own (whitespace-as-symbol, NFKC) pipeline with byte fallback. polytok-wordpiece-f100 is
+WordPiece with min_frequency=100 (see python/polytok/trainers/wordpiece.py for why).
 
     python benchmarks/bench_subword.py --mb 25 --vocab 32768 [--only polytok-unigram,spm-unigram]
 """
@@ -91,6 +92,7 @@ def report(train_s, encode, heldout):
 
 RUNNERS = {
     "polytok-wordpiece": """
+MIN_FREQUENCY = 1
 import collections, polytok
 from polytok import _core
 from polytok.counts import WordCounts
@@ -100,7 +102,23 @@ start = time.perf_counter()
 data = open(TRAIN, "rb").read()
 pre = PreTokenizer("cl100k")
 counts = polytok.count([TRAIN], pattern="cl100k", progress=False) if hasattr(polytok, "count") else WordCounts.from_dict(collections.Counter(pre.split(data)), pre.pattern)
-vocab, _ = learn_wordpiece(counts, VOCAB - 512, "##")
+vocab, _ = learn_wordpiece(counts, VOCAB - 512, "##", MIN_FREQUENCY)
+train_s = time.perf_counter() - start
+model = _core.WordPieceModel(vocab, b"##", pre.pattern, [])
+report(train_s, lambda text: len(model.encode(text)), open(HELDOUT, "rb").read())
+""",
+    "polytok-wordpiece-f100": """
+MIN_FREQUENCY = 100
+import collections, polytok
+from polytok import _core
+from polytok.counts import WordCounts
+from polytok.pretokenize import PreTokenizer
+from polytok.trainers.wordpiece import learn_wordpiece
+start = time.perf_counter()
+data = open(TRAIN, "rb").read()
+pre = PreTokenizer("cl100k")
+counts = polytok.count([TRAIN], pattern="cl100k", progress=False) if hasattr(polytok, "count") else WordCounts.from_dict(collections.Counter(pre.split(data)), pre.pattern)
+vocab, _ = learn_wordpiece(counts, VOCAB - 512, "##", MIN_FREQUENCY)
 train_s = time.perf_counter() - start
 model = _core.WordPieceModel(vocab, b"##", pre.pattern, [])
 report(train_s, lambda text: len(model.encode(text)), open(HELDOUT, "rb").read())

@@ -82,6 +82,7 @@ pub struct WordPieceTraining {
 
 struct Trainer<'m> {
     marker: Option<&'m [u8]>,
+    min_frequency: u64,
     tokens: Vec<Vec<u8>>,
     continuation: Vec<bool>,
     token_ids: FxHashMap<(Vec<u8>, bool), u32>,
@@ -96,9 +97,10 @@ struct Trainer<'m> {
 }
 
 impl<'m> Trainer<'m> {
-    fn new(words: &[&[u8]], counts: &[u64], marker: Option<&'m [u8]>) -> Self {
+    fn new(words: &[&[u8]], counts: &[u64], marker: Option<&'m [u8]>, min_frequency: u64) -> Self {
         let mut trainer = Trainer {
             marker,
+            min_frequency: min_frequency.max(1),
             tokens: Vec::new(),
             continuation: Vec::new(),
             token_ids: FxHashMap::default(),
@@ -176,7 +178,7 @@ impl<'m> Trainer<'m> {
 
     fn candidate(&self, pair: Pair) -> Option<Candidate> {
         let pair_count = *self.pair_count.get(&pair)?;
-        (pair_count > 0 && self.allowed(pair)).then(|| Candidate {
+        (pair_count >= self.min_frequency && self.allowed(pair)).then(|| Candidate {
             pair_count,
             left_count: self.symbol_count[pair.0 as usize],
             right_count: self.symbol_count[pair.1 as usize],
@@ -284,10 +286,17 @@ impl<'m> Trainer<'m> {
     }
 }
 
-/// Learns up to `budget` new tokens from weighted pre-tokens (see the module comment).
-pub fn train(words: &[&[u8]], counts: &[u64], budget: usize, marker: Option<&[u8]>) -> WordPieceTraining {
+/// Learns up to `budget` new tokens from weighted pre-tokens (see the module comment); only
+/// pairs that occur at least `min_frequency` times are merged.
+pub fn train(
+    words: &[&[u8]],
+    counts: &[u64],
+    budget: usize,
+    marker: Option<&[u8]>,
+    min_frequency: u64,
+) -> WordPieceTraining {
     let marker = marker.filter(|m| !m.is_empty());
-    let mut trainer = Trainer::new(words, counts, marker);
+    let mut trainer = Trainer::new(words, counts, marker, min_frequency);
     let mut learned = 0;
     let mut merges = Vec::new();
     while learned < budget {
@@ -377,7 +386,7 @@ pub(crate) fn decode_ids(table: &[Vec<u8>], specials: &[Vec<u8>], ids: &[u32]) -
 }
 
 #[pyfunction]
-#[pyo3(name = "train_wordpiece", signature = (data, offsets, counts, budget, continuation_marker=None))]
+#[pyo3(name = "train_wordpiece", signature = (data, offsets, counts, budget, continuation_marker=None, min_frequency=1))]
 fn py_train_wordpiece<'py>(
     py: Python<'py>,
     data: &[u8],
@@ -385,10 +394,11 @@ fn py_train_wordpiece<'py>(
     counts: PyReadonlyArray1<'py, u64>,
     budget: usize,
     continuation_marker: Option<Vec<u8>>,
+    min_frequency: u64,
 ) -> PyResult<(Vec<Bound<'py, PyBytes>>, Vec<(u32, u32, u32)>)> {
     let (offsets, counts) = (offsets.as_slice()?, counts.as_slice()?);
     let words = word_slices(data, offsets, counts)?;
-    let training = py.detach(|| train(&words, counts, budget, continuation_marker.as_deref()));
+    let training = py.detach(|| train(&words, counts, budget, continuation_marker.as_deref(), min_frequency));
     let vocab = training.vocab.iter().map(|t| PyBytes::new(py, t)).collect();
     Ok((vocab, training.merges))
 }

@@ -19,7 +19,7 @@ from polytok.trainers.wordpiece import learn_wordpiece, wordpiece_budget
 DATA = Path(__file__).parent / "data"
 
 
-def naive_wordpiece(counts: dict[bytes, int], budget: int, marker: bytes | None):
+def naive_wordpiece(counts: dict[bytes, int], budget: int, marker: bytes | None, min_frequency: int = 1):
     """Recount everything each round; pick max n(a,b)/(n(a)n(b)), ties to the smallest pair."""
     tokens = [(bytes([b]), False) for b in range(256)]
     if marker:
@@ -40,7 +40,7 @@ def naive_wordpiece(counts: dict[bytes, int], budget: int, marker: bytes | None)
                 symbols[s] += count
             for pair in zip(word, word[1:]):
                 pairs[pair] += count
-        candidates = [p for p in pairs if allowed(*p)]
+        candidates = [p for p in pairs if allowed(*p) and pairs[p] >= min_frequency]
         if not candidates:
             break
         a, b = max(candidates, key=lambda p: (Fraction(pairs[p], symbols[p[0]] * symbols[p[1]]), -p[0], -p[1]))
@@ -97,10 +97,10 @@ corpora = st.dictionaries(
 
 
 @settings(max_examples=60, deadline=None)
-@given(corpora, st.integers(0, 30), st.sampled_from([b"##", b"#", None]))
-def test_trainer_equals_naive_reference(counts, budget, marker):
-    expected = naive_wordpiece(counts, budget, marker)
-    got = learn_wordpiece(WordCounts.from_dict(counts), budget, marker.decode() if marker else None)
+@given(corpora, st.integers(0, 30), st.sampled_from([b"##", b"#", None]), st.sampled_from([1, 1, 3, 8]))
+def test_trainer_equals_naive_reference(counts, budget, marker, min_frequency):
+    expected = naive_wordpiece(counts, budget, marker, min_frequency)
+    got = learn_wordpiece(WordCounts.from_dict(counts), budget, marker.decode() if marker else None, min_frequency)
     assert got == expected
 
 
@@ -181,6 +181,14 @@ def test_vocab_without_every_byte_is_rejected():
         _core.WordPieceModel(vocab, b"##", None, [])
     with pytest.raises(ValueError, match="0x41"):
         _core.WordPieceModel([t for t in vocab if t != b"A"], None, None, [])
+
+
+def test_min_frequency_changes_the_winner_and_is_checked():
+    counts = {b"en": 10, b"ene": 10, b"ne": 10, b"qu": 2, b"e": 30, b"n": 30}
+    vocab, _ = learn_wordpiece(WordCounts.from_dict(counts), 1, None, min_frequency=3)
+    assert vocab[256:] in ([b"en"], [b"ne"])
+    with pytest.raises(ConfigError, match="min_frequency"):
+        learn_wordpiece(WordCounts.from_dict(counts), 1, None, min_frequency=0)
 
 
 def test_budget_accounting():

@@ -8,27 +8,36 @@ use super::Segmenter;
 
 const NO_VALUE: u32 = u32::MAX;
 
-/// A byte-level prefix tree with several roots, mapping byte strings to ids. Children live in one
-/// hash map keyed by (node, byte), so walking a text costs one lookup per byte matched.
+/// A byte-level prefix tree with several roots, mapping byte strings to ids. A root's children
+/// sit in a dense table (every walk starts there); deeper children live in one hash map keyed
+/// by (node, byte), so walking a text costs one lookup per byte matched.
 #[derive(Clone, Default)]
 pub struct ByteTrie {
+    root_children: Vec<[u32; 256]>,
     children: FxHashMap<u64, u32>,
     values: Vec<u32>,
 }
 
 impl ByteTrie {
     pub fn new() -> Self {
-        ByteTrie { children: FxHashMap::default(), values: Vec::new() }
+        ByteTrie { root_children: Vec::new(), children: FxHashMap::default(), values: Vec::new() }
     }
 
-    /// Adds an empty root and returns it; keys inserted under different roots never mix.
+    /// Adds an empty root and returns it; keys inserted under different roots never mix. All
+    /// roots must be added before the first insertion.
     pub fn add_root(&mut self) -> u32 {
+        assert_eq!(self.values.len(), self.root_children.len(), "roots come before keys");
         self.values.push(NO_VALUE);
+        self.root_children.push([NO_VALUE; 256]);
         (self.values.len() - 1) as u32
     }
 
     #[inline]
     fn child(&self, node: u32, byte: u8) -> Option<u32> {
+        if let Some(table) = self.root_children.get(node as usize) {
+            let next = table[byte as usize];
+            return (next != NO_VALUE).then_some(next);
+        }
         self.children.get(&(((node as u64) << 8) | byte as u64)).copied()
     }
 
@@ -37,13 +46,17 @@ impl ByteTrie {
     pub fn insert(&mut self, root: u32, key: &[u8], value: u32) -> bool {
         let mut node = root;
         for &byte in key {
-            let code = ((node as u64) << 8) | byte as u64;
-            node = match self.children.get(&code) {
-                Some(&next) => next,
+            node = match self.child(node, byte) {
+                Some(next) => next,
                 None => {
                     self.values.push(NO_VALUE);
                     let next = (self.values.len() - 1) as u32;
-                    self.children.insert(code, next);
+                    match self.root_children.get_mut(node as usize) {
+                        Some(table) => table[byte as usize] = next,
+                        None => {
+                            self.children.insert(((node as u64) << 8) | byte as u64, next);
+                        }
+                    }
                     next
                 }
             };

@@ -255,12 +255,11 @@ impl Viterbi {
     }
 }
 
-impl Segmenter for Viterbi {
-    fn segment(&self, piece: &[u8], out: &mut Vec<u32>) {
+impl Viterbi {
+    /// Viterbi over `piece` into caller-provided buffers of piece.len() + 1 entries.
+    fn best_into(&self, piece: &[u8], best: &mut [f64], back_start: &mut [u32], back_token: &mut [u32], out: &mut Vec<u32>) {
         let length = piece.len();
-        let mut best = vec![f64::NEG_INFINITY; length + 1];
-        let mut back_start = vec![0u32; length + 1];
-        let mut back_token = vec![0u32; length + 1];
+        best.fill(f64::NEG_INFINITY);
         best[0] = 0.0;
         for start in 0..length {
             let base = best[start];
@@ -270,6 +269,7 @@ impl Segmenter for Viterbi {
             self.trie.for_each_prefix(self.root, &piece[start..], |token_length, token| {
                 let end = start + token_length;
                 let candidate = base + self.scores[token as usize];
+                // Strictly greater: the earliest start (longest last token) keeps a tie.
                 if candidate > best[end] {
                     best[end] = candidate;
                     back_start[end] = start as u32;
@@ -284,5 +284,20 @@ impl Segmenter for Viterbi {
             position = back_start[position] as usize;
         }
         out[first..].reverse();
+    }
+}
+
+impl Segmenter for Viterbi {
+    fn segment(&self, piece: &[u8], out: &mut Vec<u32>) {
+        // Most pre-tokens are short: their tables live on the stack, no allocation per piece.
+        const ON_STACK: usize = 64;
+        let size = piece.len() + 1;
+        if size <= ON_STACK {
+            let (mut best, mut back_start, mut back_token) = ([0.0; ON_STACK], [0u32; ON_STACK], [0u32; ON_STACK]);
+            self.best_into(piece, &mut best[..size], &mut back_start[..size], &mut back_token[..size], out);
+        } else {
+            let (mut best, mut back_start, mut back_token) = (vec![0.0; size], vec![0u32; size], vec![0u32; size]);
+            self.best_into(piece, &mut best, &mut back_start, &mut back_token, out);
+        }
     }
 }

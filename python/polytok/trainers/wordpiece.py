@@ -9,6 +9,12 @@ marker (default "##") ids 256..511 are the same bytes as continuation tokens, sp
 b"##" + byte, so nothing is ever unknown; learned tokens follow, then special tokens. So
 `vocab_size = 256 + 256 (with a marker) + len(special_tokens) + K` for K learned tokens. Without
 a marker (`continuation_marker=None`) tokens carry no position and the base is 256 bytes.
+
+The score rewards pairs whose parts are rare: two byte sequences seen once, always together,
+score 1, the maximum, while " t"+"he" scores tiny. On real text at the default
+`min_frequency=1` the vocabulary fills with such hapax pieces and compresses held-out text
+poorly (see benchmarks/bench_subword.py); `min_frequency` (pairs seen fewer times are never
+merged) is the lever that trades the score's purity for compression.
 """
 from __future__ import annotations
 
@@ -40,14 +46,16 @@ def wordpiece_budget(vocab_size: int, special_tokens: Sequence[str], continuatio
 
 
 def learn_wordpiece(
-    counts: WordCounts, budget: int, continuation_marker: str | None = "##"
+    counts: WordCounts, budget: int, continuation_marker: str | None = "##", min_frequency: int = 1
 ) -> tuple[list[bytes], list[tuple[int, int, int]]]:
     """Learn up to `budget` tokens; returns the spellings by id (continuations carry the marker)
     and the merges (left, right, result) in the order applied."""
     if continuation_marker is not None and not isinstance(continuation_marker, str):
         raise ConfigError(f"continuation_marker must be a string or None, got {continuation_marker!r}")
+    if not isinstance(min_frequency, int) or isinstance(min_frequency, bool) or min_frequency < 1:
+        raise ConfigError(f"min_frequency must be a positive integer, got {min_frequency!r}")
     marker = continuation_marker.encode("utf-8") if continuation_marker else None
-    vocab, merges = _core.train_wordpiece(counts.data, counts.offsets, counts.counts, budget, marker)
+    vocab, merges = _core.train_wordpiece(counts.data, counts.offsets, counts.counts, budget, marker, min_frequency)
     return list(vocab), [tuple(m) for m in merges]
 
 
@@ -57,6 +65,7 @@ def train_wordpiece(
     vocab_size: int,
     special_tokens: Sequence[str] = (),
     continuation_marker: str | None = "##",
+    min_frequency: int = 1,
     num_threads: int | None = None,
     progress: bool = True,
 ) -> "Tokenizer":
@@ -67,10 +76,11 @@ def train_wordpiece(
     budget = wordpiece_budget(vocab_size, special_tokens, continuation_marker)
     if len(counts) == 0:
         raise CorpusError("the word counts are empty: there is no text to train on")
-    vocab, merges = learn_wordpiece(counts, budget, continuation_marker)
+    vocab, merges = learn_wordpiece(counts, budget, continuation_marker, min_frequency)
     training = {
         "vocab_size": vocab_size,
         "continuation_marker": continuation_marker,
+        "min_frequency": min_frequency,
         "learned_tokens": len(vocab) - base_size(continuation_marker),
         "merges": len(merges),
         "stopped_early": len(vocab) - base_size(continuation_marker) < budget,
