@@ -32,8 +32,9 @@ def build_mix(megabytes: float, directory: Path) -> tuple[Path, Path]:
     fixed order, about 5% of the bytes held out."""
     documents: list[bytes] = []
     for path in sorted(DATA.glob("*.txt")):
-        text = path.read_bytes()
-        documents += [p + b"\n\n" for p in text.split(b"\n\n") if p.strip()]
+        # Documents of 100 lines: the KJV has one verse per line and no blank lines.
+        lines = path.read_bytes().splitlines(keepends=True)
+        documents += [b"".join(lines[i : i + 100]) for i in range(0, len(lines), 100)]
     stdlib = os.path.dirname(os.__file__)
     for path in sorted(glob.glob(f"{stdlib}/**/*.py", recursive=True)):
         source = Path(path).read_bytes()
@@ -74,11 +75,28 @@ def hash_of(data: bytes) -> int:
 # Each runner is the source of a subprocess: it trains, prints {"train_s", "peak_mb"}, then
 # measures the held-out text. TRAIN, HELDOUT and VOCAB are substituted.
 RUNNER_PRELUDE = """
-import json, resource, sys, time
+import collections, json, resource, sys, time
 TRAIN, HELDOUT, VOCAB = {train!r}, {heldout!r}, {vocab}
 CL100K = {cl100k!r}
 def peak_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+def count_words(path):
+    # polytok.count when present (Rust, streaming); otherwise the pre-tokeniser over 1 MB
+    # chunks cut at line ends (as HF reads its files line by line) into a Counter.
+    import polytok
+    from polytok.counts import WordCounts
+    from polytok.pretokenize import PreTokenizer
+    if hasattr(polytok, "count"):
+        return polytok.count([path], pattern="cl100k", progress=False)
+    pre, counter, rest = PreTokenizer("cl100k"), collections.Counter(), b""
+    with open(path, "rb") as file:
+        while block := file.read(1 << 20):
+            block = rest + block
+            cut = block.rfind(b"\\n") + 1 or len(block)
+            counter.update(pre.split(block[:cut]))
+            rest = block[cut:]
+    counter.update(pre.split(rest))
+    return WordCounts.from_dict(counter, pre.pattern)
 def report(train_s, encode, heldout):
     result = {{"train_s": train_s, "peak_mb": peak_mb()}}
     encode(heldout[:100000])  # warm-up
@@ -93,15 +111,12 @@ def report(train_s, encode, heldout):
 RUNNERS = {
     "polytok-wordpiece": """
 MIN_FREQUENCY = 1
-import collections, polytok
 from polytok import _core
-from polytok.counts import WordCounts
 from polytok.pretokenize import PreTokenizer
 from polytok.trainers.wordpiece import learn_wordpiece
 start = time.perf_counter()
-data = open(TRAIN, "rb").read()
+counts = count_words(TRAIN)
 pre = PreTokenizer("cl100k")
-counts = polytok.count([TRAIN], pattern="cl100k", progress=False) if hasattr(polytok, "count") else WordCounts.from_dict(collections.Counter(pre.split(data)), pre.pattern)
 vocab, _ = learn_wordpiece(counts, VOCAB - 512, "##", MIN_FREQUENCY)
 train_s = time.perf_counter() - start
 model = _core.WordPieceModel(vocab, b"##", pre.pattern, [])
@@ -109,30 +124,24 @@ report(train_s, lambda text: len(model.encode(text)), open(HELDOUT, "rb").read()
 """,
     "polytok-wordpiece-f100": """
 MIN_FREQUENCY = 100
-import collections, polytok
 from polytok import _core
-from polytok.counts import WordCounts
 from polytok.pretokenize import PreTokenizer
 from polytok.trainers.wordpiece import learn_wordpiece
 start = time.perf_counter()
-data = open(TRAIN, "rb").read()
+counts = count_words(TRAIN)
 pre = PreTokenizer("cl100k")
-counts = polytok.count([TRAIN], pattern="cl100k", progress=False) if hasattr(polytok, "count") else WordCounts.from_dict(collections.Counter(pre.split(data)), pre.pattern)
 vocab, _ = learn_wordpiece(counts, VOCAB - 512, "##", MIN_FREQUENCY)
 train_s = time.perf_counter() - start
 model = _core.WordPieceModel(vocab, b"##", pre.pattern, [])
 report(train_s, lambda text: len(model.encode(text)), open(HELDOUT, "rb").read())
 """,
     "polytok-unigram": """
-import collections, polytok
 from polytok import _core
-from polytok.counts import WordCounts
 from polytok.pretokenize import PreTokenizer
 from polytok.trainers.unigram import learn_unigram
 start = time.perf_counter()
-data = open(TRAIN, "rb").read()
+counts = count_words(TRAIN)
 pre = PreTokenizer("cl100k")
-counts = polytok.count([TRAIN], pattern="cl100k", progress=False) if hasattr(polytok, "count") else WordCounts.from_dict(collections.Counter(pre.split(data)), pre.pattern)
 vocab, scores, _ = learn_unigram(counts, VOCAB - 256)
 train_s = time.perf_counter() - start
 model = _core.UnigramModel(vocab, scores, pre.pattern, [])

@@ -33,7 +33,7 @@ use crate::segment::longest_match::ByteTrie;
 use crate::segment::rng::SplitMix64;
 use crate::segment::viterbi::{best_path, build_lattice, forward_backward, Edge, Viterbi};
 use crate::segment::Segmenter;
-use crate::wordpiece::{decode_ids, encode_text, word_slices};
+use crate::wordpiece::{decode_ids, encode_text, word_slices, SpecialTokens};
 
 /// Expected counts are summed as integers in units of 2^-24 so that the sum does not depend on
 /// the order in which threads add.
@@ -375,16 +375,26 @@ impl<'c> Model<'c> {
     fn prune(&mut self, desired: usize, shrinking_factor: f64) {
         let live = self.live_scores();
         let candidates: Vec<u32> = (256..self.pieces.len() as u32).filter(|&i| self.alive[i as usize]).collect();
-        // The best segmentation of each piece without itself, or None if that beats the piece.
-        let alternatives: Vec<Option<Vec<u32>>> = candidates
+        // What replaces each piece if it goes: its best segmentation without itself. A piece that
+        // this beats is not even used for its own text and goes regardless of its loss; a piece
+        // with no alternative at all stays (SentencePiece's rules).
+        enum Replacement {
+            Alternative(Vec<u32>),
+            NotItsOwnBest,
+            Irreplaceable,
+        }
+        let replacements: Vec<Replacement> = candidates
             .par_iter()
             .map_init(Vec::<Edge>::new, |edges, &id| {
                 let piece = &self.pieces[id as usize];
                 let without = |t: u32| if t == id { f64::NEG_INFINITY } else { live[t as usize] };
                 edges.clear();
                 build_lattice(&self.trie, self.root, piece, without, edges);
-                let (score, tokens) = best_path(edges, piece.len(), without)?;
-                (score <= self.scores[id as usize]).then_some(tokens)
+                match best_path(edges, piece.len(), without) {
+                    None => Replacement::Irreplaceable,
+                    Some((score, _)) if score > self.scores[id as usize] => Replacement::NotItsOwnBest,
+                    Some((_, tokens)) => Replacement::Alternative(tokens),
+                }
             })
             .collect();
         let frequency: Vec<AtomicU64> = (0..self.pieces.len()).map(|_| AtomicU64::new(0)).collect();
@@ -400,12 +410,19 @@ impl<'c> Model<'c> {
         let total: f64 = frequency.iter().sum();
         let log_total = total.ln();
         let mut losses: Vec<(f64, u32)> = Vec::new();
-        for (&id, alternative) in candidates.iter().zip(&alternatives) {
+        let mut kept = 256;
+        for (&id, replacement) in candidates.iter().zip(&replacements) {
             let f = frequency[id as usize];
-            let Some(alternative) = alternative else { continue };
-            if f == 0.0 {
-                continue;
-            }
+            let alternative = match replacement {
+                Replacement::Irreplaceable => {
+                    kept += 1;
+                    losses.push((f64::INFINITY, id));
+                    continue;
+                }
+                Replacement::NotItsOwnBest => continue,
+                Replacement::Alternative(_) if f == 0.0 => continue,
+                Replacement::Alternative(tokens) => tokens,
+            };
             let log_probability = f.ln() - log_total;
             let log_total_after = (total + f * (alternative.len() as f64 - 1.0)).ln();
             let log_probability_after: f64 =
@@ -415,7 +432,8 @@ impl<'c> Model<'c> {
         losses.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
         let current = 256 + candidates.len();
         let target = desired.max((shrinking_factor * current as f64) as usize);
-        let keep = target.saturating_sub(256);
+        // Irreplaceable pieces sort first (infinite loss) and are kept even beyond the target.
+        let keep = target.saturating_sub(256).max(kept - 256);
         for &id in &candidates {
             self.alive[id as usize] = false;
         }
@@ -534,22 +552,18 @@ pub struct PyUnigramModel {
     segmenter: Viterbi,
     vocab: Vec<Vec<u8>>,
     pretokenizer: PreTokenizer,
-}
-
-impl PyUnigramModel {
-    fn first_special(&self) -> u32 {
-        self.vocab.len() as u32
-    }
+    specials: SpecialTokens,
 }
 
 #[pymethods]
 impl PyUnigramModel {
     #[new]
     #[pyo3(signature = (vocab, scores, pattern=None, special_tokens=Vec::new()))]
-    fn new(vocab: Vec<Vec<u8>>, scores: Vec<f64>, pattern: Option<&str>, special_tokens: Vec<Vec<u8>>) -> PyResult<Self> {
+    fn new(vocab: Vec<Vec<u8>>, scores: Vec<f64>, pattern: Option<&str>, special_tokens: Vec<(Vec<u8>, u32)>) -> PyResult<Self> {
         let segmenter = Viterbi::new(&vocab, &scores).map_err(PyValueError::new_err)?;
-        let pretokenizer = PreTokenizer::new(pattern, special_tokens).map_err(PyValueError::new_err)?;
-        Ok(PyUnigramModel { segmenter, vocab, pretokenizer })
+        let specials = SpecialTokens::new(special_tokens, vocab.len())?;
+        let pretokenizer = PreTokenizer::new(pattern, specials.texts()).map_err(PyValueError::new_err)?;
+        Ok(PyUnigramModel { segmenter, vocab, pretokenizer, specials })
     }
 
     /// The Viterbi ids of one pre-token.
@@ -564,9 +578,9 @@ impl PyUnigramModel {
         self.segmenter.nbest(piece, n)
     }
 
-    /// Viterbi encoding of `text`; special tokens get the ids after the vocabulary.
+    /// Viterbi encoding of `text`; the text of a special token becomes its id.
     fn encode(&self, py: Python<'_>, text: &[u8]) -> Vec<u32> {
-        py.detach(|| encode_text(&self.pretokenizer, &self.segmenter, self.first_special(), text))
+        py.detach(|| encode_text(&self.pretokenizer, &self.segmenter, &self.specials, text))
     }
 
     /// One segmentation of `text` drawn with probability ∝ P(segmentation)^alpha, reproducible
@@ -577,7 +591,7 @@ impl PyUnigramModel {
             let mut out = Vec::new();
             self.pretokenizer.for_each_segment(text, |segment| match segment {
                 Segment::Text(t) => self.pretokenizer.for_each_piece(t, |piece| self.segmenter.sample(piece, alpha, &mut rng, &mut out)),
-                Segment::Special(index) => out.push(self.first_special() + index as u32),
+                Segment::Special(index) => out.push(self.specials.id(index)),
             });
             out
         })
@@ -606,7 +620,7 @@ impl PyUnigramModel {
                 }),
                 Segment::Special(index) => {
                     for (ids, _) in combined.iter_mut() {
-                        ids.push(self.first_special() + index as u32);
+                        ids.push(self.specials.id(index));
                     }
                 }
             });
@@ -615,7 +629,7 @@ impl PyUnigramModel {
     }
 
     fn decode<'py>(&self, py: Python<'py>, ids: Vec<u32>) -> PyResult<Bound<'py, PyBytes>> {
-        let bytes = decode_ids(&self.vocab, &self.pretokenizer.special_tokens, &ids)?;
+        let bytes = decode_ids(&self.vocab, &self.specials, &ids)?;
         Ok(PyBytes::new(py, &bytes))
     }
 

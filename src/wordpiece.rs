@@ -351,34 +351,60 @@ pub(crate) fn word_slices<'a>(data: &'a [u8], offsets: &[i64], counts: &[u64]) -
     Ok(words)
 }
 
-/// Pre-tokenises `text` and segments each piece; special token i becomes id `first_special + i`.
+/// Special tokens as (bytes, id), ids outside the ordinary vocabulary.
+pub(crate) struct SpecialTokens {
+    tokens: Vec<(Vec<u8>, u32)>,
+    by_id: FxHashMap<u32, usize>,
+}
+
+impl SpecialTokens {
+    pub(crate) fn new(tokens: Vec<(Vec<u8>, u32)>, vocab_size: usize) -> PyResult<Self> {
+        let mut by_id = FxHashMap::default();
+        for (index, (bytes, id)) in tokens.iter().enumerate() {
+            if bytes.is_empty() || (*id as usize) < vocab_size || by_id.insert(*id, index).is_some() {
+                return Err(PyValueError::new_err(format!(
+                    "special token {index} ({bytes:?}, id {id}) must be non-empty with a distinct id of at least {vocab_size}"
+                )));
+            }
+        }
+        Ok(SpecialTokens { tokens, by_id })
+    }
+
+    pub(crate) fn texts(&self) -> Vec<Vec<u8>> {
+        self.tokens.iter().map(|(bytes, _)| bytes.clone()).collect()
+    }
+
+    pub(crate) fn id(&self, index: usize) -> u32 {
+        self.tokens[index].1
+    }
+}
+
+/// Pre-tokenises `text` and segments each piece; the text of a special token becomes its id.
 pub(crate) fn encode_text(
     pretokenizer: &PreTokenizer,
     segmenter: &dyn Segmenter,
-    first_special: u32,
+    specials: &SpecialTokens,
     text: &[u8],
 ) -> Vec<u32> {
     let mut out = Vec::with_capacity(text.len() / 3 + 1);
     pretokenizer.for_each_segment(text, |segment| match segment {
         Segment::Text(t) => pretokenizer.for_each_piece(t, |piece| segmenter.segment(piece, &mut out)),
-        Segment::Special(index) => out.push(first_special + index as u32),
+        Segment::Special(index) => out.push(specials.id(index)),
     });
     out
 }
 
-/// Bytes of `ids` under a decode table; specials (ids past the table) decode to their text.
-pub(crate) fn decode_ids(table: &[Vec<u8>], specials: &[Vec<u8>], ids: &[u32]) -> PyResult<Vec<u8>> {
+/// Bytes of `ids` under a decode table, special tokens included.
+pub(crate) fn decode_ids(table: &[Vec<u8>], specials: &SpecialTokens, ids: &[u32]) -> PyResult<Vec<u8>> {
     let mut out = Vec::new();
-    for &id in ids {
-        let id = id as usize;
-        if let Some(bytes) = table.get(id) {
+    for (position, &id) in ids.iter().enumerate() {
+        if let Some(bytes) = table.get(id as usize) {
             out.extend_from_slice(bytes);
-        } else if let Some(bytes) = specials.get(id - table.len()) {
-            out.extend_from_slice(bytes);
+        } else if let Some(&index) = specials.by_id.get(&id) {
+            out.extend_from_slice(&specials.tokens[index].0);
         } else {
             return Err(PyValueError::new_err(format!(
-                "token id {id} out of range: the vocabulary has {} ids",
-                table.len() + specials.len()
+                "token id {id} at position {position} out of range: no token or special token has it"
             )));
         }
     }
@@ -409,6 +435,7 @@ fn py_train_wordpiece<'py>(
 pub struct PyWordPieceModel {
     segmenter: LongestMatch,
     pretokenizer: PreTokenizer,
+    specials: SpecialTokens,
 }
 
 #[pymethods]
@@ -419,12 +446,13 @@ impl PyWordPieceModel {
         vocab: Vec<Vec<u8>>,
         continuation_marker: Option<Vec<u8>>,
         pattern: Option<&str>,
-        special_tokens: Vec<Vec<u8>>,
+        special_tokens: Vec<(Vec<u8>, u32)>,
     ) -> PyResult<Self> {
         let marker = continuation_marker.filter(|m| !m.is_empty());
         let segmenter = LongestMatch::new(&vocab, marker.as_deref()).map_err(PyValueError::new_err)?;
-        let pretokenizer = PreTokenizer::new(pattern, special_tokens).map_err(PyValueError::new_err)?;
-        Ok(PyWordPieceModel { segmenter, pretokenizer })
+        let specials = SpecialTokens::new(special_tokens, vocab.len())?;
+        let pretokenizer = PreTokenizer::new(pattern, specials.texts()).map_err(PyValueError::new_err)?;
+        Ok(PyWordPieceModel { segmenter, pretokenizer, specials })
     }
 
     /// The ids of one pre-token.
@@ -434,15 +462,14 @@ impl PyWordPieceModel {
         out
     }
 
-    /// Pre-tokenises and segments `text`; special tokens get the ids after the vocabulary.
+    /// Pre-tokenises and segments `text`; the text of a special token becomes its id.
     fn encode(&self, py: Python<'_>, text: &[u8]) -> Vec<u32> {
-        let first_special = self.segmenter.decode_table().len() as u32;
-        py.detach(|| encode_text(&self.pretokenizer, &self.segmenter, first_special, text))
+        py.detach(|| encode_text(&self.pretokenizer, &self.segmenter, &self.specials, text))
     }
 
     /// The bytes of `ids`, continuation markers removed.
     fn decode<'py>(&self, py: Python<'py>, ids: Vec<u32>) -> PyResult<Bound<'py, PyBytes>> {
-        let bytes = decode_ids(self.segmenter.decode_table(), &self.pretokenizer.special_tokens, &ids)?;
+        let bytes = decode_ids(self.segmenter.decode_table(), &self.specials, &ids)?;
         Ok(PyBytes::new(py, &bytes))
     }
 }

@@ -158,7 +158,7 @@ def trained_model():
     if not TRAINED:
         counts = corpus_counts("handbook-zh-CN.txt")
         vocab, scores, _ = learn_unigram(counts, 700, seed_size=30000)
-        TRAINED["model"] = _core.UnigramModel(vocab, scores, PreTokenizer("cl100k").pattern, [b"<|end|>"])
+        TRAINED["model"] = _core.UnigramModel(vocab, scores, PreTokenizer("cl100k").pattern, [(b"<|end|>", len(vocab))])
         TRAINED["vocab"] = vocab
     return TRAINED["model"]
 

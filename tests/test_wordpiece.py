@@ -137,7 +137,7 @@ def trained_model(marker: str | None) -> tuple[list[bytes], "_core.WordPieceMode
     counts = WordCounts.from_dict(Counter(PreTokenizer("cl100k").split(text)))
     vocab, _ = learn_wordpiece(counts, 400, marker)
     encoded_marker = marker.encode() if marker else None
-    model = _core.WordPieceModel(vocab, encoded_marker, PreTokenizer("cl100k").pattern, [b"<|end|>"])
+    model = _core.WordPieceModel(vocab, encoded_marker, PreTokenizer("cl100k").pattern, [(b"<|end|>", len(vocab))])
     return vocab, model
 
 
