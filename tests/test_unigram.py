@@ -197,3 +197,17 @@ def test_special_tokens_and_bad_models():
         unigram_budget(256, ["<s>"])
     with pytest.raises(ConfigError, match="shrinking_factor"):
         learn_unigram(corpus_counts("kjv.txt", 1000), 10, shrinking_factor=1.0)
+
+
+def test_train_unigram_returns_a_tokenizer_that_round_trips():
+    # Runs once the shared Tokenizer and the `viterbi` Encoder constructor are merged.
+    pytest.importorskip("polytok.tokenizer")
+    from polytok.trainers.unigram import train_unigram
+
+    counts = corpus_counts("kjv.txt", 100000)
+    tokenizer = train_unigram(counts, vocab_size=600, special_tokens=["<|end|>"])
+    assert tokenizer.vocab_size == 600 and tokenizer.special_tokens == {"<|end|>": 599}
+    text = "And God said, Let there be light: and there was light.<|end|>"
+    ids = tokenizer.encode(text, allowed_special="all")
+    assert ids[-1] == 599 and tokenizer.decode(ids) == text
+    assert len(tokenizer.scores) == 599 and tokenizer.training["em_rounds"]

@@ -204,3 +204,18 @@ def test_trainer_is_deterministic_and_fast_path_matches_on_shuffled_input():
     first = learn_wordpiece(WordCounts.from_dict(words), 80, "##")
     second = learn_wordpiece(WordCounts.from_dict(dict(reversed(list(words.items())))), 80, "##")
     assert first == second
+
+
+def test_train_wordpiece_returns_a_tokenizer_that_round_trips():
+    # Runs once the shared Tokenizer and the `longest_match` Encoder constructor are merged.
+    pytest.importorskip("polytok.tokenizer")
+    from polytok.trainers.wordpiece import train_wordpiece
+
+    counts = WordCounts.from_dict(Counter(PreTokenizer("cl100k").split((DATA / "kjv.txt").read_bytes()[:100000])),
+                                  PreTokenizer("cl100k").pattern)
+    tokenizer = train_wordpiece(counts, vocab_size=700, special_tokens=["<|end|>"])
+    assert tokenizer.vocab_size == 700 and tokenizer.special_tokens == {"<|end|>": 699}
+    text = "In the beginning God created the heaven and the earth.<|end|>"
+    ids = tokenizer.encode(text, allowed_special="all")
+    assert ids[-1] == 699 and tokenizer.decode(ids) == text
+    assert tokenizer.training["continuation_marker"] == "##"
