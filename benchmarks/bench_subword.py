@@ -7,7 +7,9 @@ Each training run is its own subprocess, so peak memory (max RSS) is that traine
 same subprocess then measures bytes per token on the held-out text and single-threaded encoding
 throughput. polytok and HF use the cl100k pre-tokenisation regex on raw bytes; SentencePiece uses
 its own (whitespace-as-symbol, NFKC) pipeline with byte fallback. polytok-wordpiece-f100 is
-WordPiece with min_frequency=100 (see python/polytok/trainers/wordpiece.py for why).
+WordPiece with min_frequency=100 (see python/polytok/trainers/wordpiece.py for why);
+polytok-unigram-ws pre-tokenises like SentencePiece's whitespace split (" ?\S+|\s+"), to
+compare compression with it on an equal footing.
 
     python benchmarks/bench_subword.py --mb 25 --vocab 32768 [--only polytok-unigram,spm-unigram]
 """
@@ -24,6 +26,8 @@ import time
 from pathlib import Path
 
 DATA = Path("/work/shared/data")
+# SentencePiece-like pre-tokens: a word with the space before it, or a run of whitespace.
+WHITESPACE = r" ?\S+|\s+"
 CL100K = r"""'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,3}+| ?[^\s\p{L}\p{N}]++[\r\n]*+|\s++$|\s*[\r\n]|\s+(?!\S)|\s"""
 
 
@@ -78,17 +82,18 @@ RUNNER_PRELUDE = """
 import collections, json, resource, sys, time
 TRAIN, HELDOUT, VOCAB = {train!r}, {heldout!r}, {vocab}
 CL100K = {cl100k!r}
+WHITESPACE = {whitespace!r}
 def peak_mb():
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
-def count_words(path):
+def count_words(path, pattern="cl100k"):
     # polytok.count when present (Rust, streaming); otherwise the pre-tokeniser over 1 MB
     # chunks cut at line ends (as HF reads its files line by line) into a Counter.
     import polytok
     from polytok.counts import WordCounts
     from polytok.pretokenize import PreTokenizer
     if hasattr(polytok, "count"):
-        return polytok.count([path], pattern="cl100k", progress=False)
-    pre, counter, rest = PreTokenizer("cl100k"), collections.Counter(), b""
+        return polytok.count([path], pattern=pattern, progress=False)
+    pre, counter, rest = PreTokenizer(pattern), collections.Counter(), b""
     with open(path, "rb") as file:
         while block := file.read(1 << 20):
             block = rest + block
@@ -136,12 +141,26 @@ model = _core.WordPieceModel(vocab, b"##", pre.pattern, [])
 report(train_s, lambda text: len(model.encode(text)), open(HELDOUT, "rb").read())
 """,
     "polytok-unigram": """
+PATTERN = "cl100k"
 from polytok import _core
 from polytok.pretokenize import PreTokenizer
 from polytok.trainers.unigram import learn_unigram
 start = time.perf_counter()
-counts = count_words(TRAIN)
-pre = PreTokenizer("cl100k")
+counts = count_words(TRAIN, PATTERN)
+pre = PreTokenizer(PATTERN)
+vocab, scores, _ = learn_unigram(counts, VOCAB - 256)
+train_s = time.perf_counter() - start
+model = _core.UnigramModel(vocab, scores, pre.pattern, [])
+report(train_s, lambda text: len(model.encode(text)), open(HELDOUT, "rb").read())
+""",
+    "polytok-unigram-ws": """
+PATTERN = WHITESPACE
+from polytok import _core
+from polytok.pretokenize import PreTokenizer
+from polytok.trainers.unigram import learn_unigram
+start = time.perf_counter()
+counts = count_words(TRAIN, PATTERN)
+pre = PreTokenizer(PATTERN)
 vocab, scores, _ = learn_unigram(counts, VOCAB - 256)
 train_s = time.perf_counter() - start
 model = _core.UnigramModel(vocab, scores, pre.pattern, [])
@@ -188,7 +207,7 @@ report(train_s, lambda text: len(tok.encode(text).ids), open(HELDOUT, encoding="
 
 
 def run(name: str, train: Path, heldout: Path, vocab: int, timeout: float) -> dict:
-    source = RUNNER_PRELUDE.format(train=str(train), heldout=str(heldout), vocab=vocab, cl100k=CL100K) + RUNNERS[name]
+    source = RUNNER_PRELUDE.format(train=str(train), heldout=str(heldout), vocab=vocab, cl100k=CL100K, whitespace=WHITESPACE) + RUNNERS[name]
     env = dict(os.environ, RAYON_NUM_THREADS=os.environ.get("RAYON_NUM_THREADS", "2"))
     started = time.perf_counter()
     try:
@@ -224,13 +243,14 @@ def main() -> None:
                     continue
                 print(f"{vocab:>6} {name:<18} {result['train_s']:8.1f} {result['peak_mb']:8.0f} "
                       f"{result['bytes_per_token']:9.3f} {result['encode_mb_s']:8.2f}", flush=True)
-            for ours, peer in (("polytok-unigram", "spm-unigram"), ("polytok-unigram", "hf-unigram"),
+            for ours, peer in (("polytok-unigram", "spm-unigram"), ("polytok-unigram-ws", "spm-unigram"),
+                               ("polytok-unigram", "hf-unigram"),
                                ("polytok-wordpiece", "hf-wordpiece")):
                 a, b = results.get(ours, {}), results.get(peer, {})
                 if "train_s" in a and "train_s" in b:
                     print(f"       {ours} / {peer}: train time {a['train_s'] / b['train_s']:.3f}x, "
                           f"peak memory {a['peak_mb'] / b['peak_mb']:.2f}x, "
-                          f"encoding {a['encode_mb_s'] / b['encode_mb_s']:.2f}x faster, "
+                          f"encoding throughput {a['encode_mb_s'] / b['encode_mb_s']:.2f}x, "
                           f"bytes/token {a['bytes_per_token'] / b['bytes_per_token']:.3f}x")
 
 

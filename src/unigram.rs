@@ -217,8 +217,8 @@ struct Model<'c> {
     alive: Vec<bool>,
     trie: ByteTrie,
     root: u32,
-    /// Each pre-token's lattice over the pieces alive when it was built, in chunks of
-    /// WORDS_PER_CHUNK pre-tokens; rebuilt after each pruning so EM scans flat arrays.
+    /// Each pre-token's lattice over the alive pieces, in chunks of WORDS_PER_CHUNK pre-tokens,
+    /// built once and filtered as pieces go, so EM scans flat arrays.
     lattices: Vec<LatticeChunk>,
 }
 
@@ -236,6 +236,8 @@ impl<'c> Model<'c> {
     fn new(words: &'c [&'c [u8]], counts: &'c [u64], pieces: Vec<Vec<u8>>, scores: Vec<f64>) -> Self {
         let mut trie = ByteTrie::new();
         let root = trie.add_root();
+        // Substrings share prefixes, so the total length bounds the node count from above.
+        trie.reserve(pieces.iter().map(|p| p.len()).sum::<usize>() / 2);
         for (id, piece) in pieces.iter().enumerate() {
             trie.insert(root, piece, id as u32);
         }
@@ -262,6 +264,30 @@ impl<'c> Model<'c> {
                 LatticeChunk { bounds, edges }
             })
             .collect();
+    }
+
+    /// Drops the edges of removed pieces from the cached lattices: a linear pass, where
+    /// rebuilding would walk the trie again.
+    fn retain_alive_edges(&mut self) {
+        let alive = &self.alive;
+        self.lattices.par_iter_mut().for_each(|chunk| {
+            let mut kept = 0;
+            let mut start = 0;
+            for k in 0..chunk.bounds.len() - 1 {
+                let end = chunk.bounds[k + 1];
+                for i in start..end {
+                    let edge = chunk.edges[i];
+                    if alive[edge.token as usize] {
+                        chunk.edges[kept] = edge;
+                        kept += 1;
+                    }
+                }
+                start = end;
+                chunk.bounds[k + 1] = kept;
+            }
+            chunk.edges.truncate(kept);
+            chunk.edges.shrink_to_fit();
+        });
     }
 
     /// Scores with -inf for removed pieces, indexed by piece.
@@ -441,7 +467,7 @@ impl<'c> Model<'c> {
             self.alive[id as usize] = true;
         }
         self.score_unused_bytes();
-        self.build_lattices();
+        self.retain_alive_edges();
     }
 }
 
@@ -457,6 +483,7 @@ pub fn train(words: &[&[u8]], counts: &[u64], budget: usize, options: &UnigramOp
         for _ in 0..options.sub_iterations.max(1) {
             let (expected, log_likelihood) = model.e_step();
             model.m_step(&expected, true);
+            model.retain_alive_edges();
             history.push(Round { pieces: model.alive_count(), log_likelihood });
         }
         if model.alive_count() <= desired {

@@ -23,6 +23,12 @@ impl ByteTrie {
         ByteTrie { root_children: Vec::new(), children: FxHashMap::default(), values: Vec::new() }
     }
 
+    /// Makes room for `nodes` nodes in total, so that building a large trie does not rehash.
+    pub fn reserve(&mut self, nodes: usize) {
+        self.values.reserve(nodes.saturating_sub(self.values.len()));
+        self.children.reserve(nodes.saturating_sub(self.children.len()));
+    }
+
     /// Adds an empty root and returns it; keys inserted under different roots never mix. All
     /// roots must be added before the first insertion.
     pub fn add_root(&mut self) -> u32 {
