@@ -27,6 +27,18 @@ def naive_bpe(piece: bytes) -> list[int]:
         symbols[i : i + 2] = [256 + rank]
 
 
+def naive_rank_bpe(piece: bytes) -> list[int]:
+    """tiktoken's rule: join the adjacent pair whose bytes form the lowest-id token, leftmost."""
+    ids = {token: i for i, token in enumerate(VOCAB)}
+    parts = [bytes([b]) for b in piece]
+    while True:
+        found = [(ids[a + b], i) for i, (a, b) in enumerate(zip(parts, parts[1:])) if a + b in ids]
+        if not found:
+            return [ids[p] for p in parts]
+        _, i = min(found)
+        parts[i : i + 2] = [parts[i] + parts[i + 1]]
+
+
 pieces = st.lists(st.binary(min_size=1, max_size=12).map(lambda b: bytes(b"abcx"[x % 4] for x in b)), max_size=5)
 
 
@@ -35,6 +47,15 @@ pieces = st.lists(st.binary(min_size=1, max_size=12).map(lambda b: bytes(b"abcx"
 def test_zero_dropout_is_plain_bpe(words, seed):
     model = _core.DropoutMerges(MERGES)
     assert model.segment(words, 0.0, seed) == [i for w in words for i in naive_bpe(w)]
+
+
+@settings(max_examples=200, deadline=None)
+@given(pieces, st.integers(0, 2**64 - 1))
+def test_zero_dropout_with_ranks_is_tiktoken_bpe(words, seed):
+    model = _core.DropoutMerges.from_ranks(VOCAB)
+    assert model.segment(words, 0.0, seed) == [i for w in words for i in naive_rank_bpe(w)]
+    ids = model.segment(words, 0.3, seed)
+    assert b"".join(VOCAB[i] for i in ids) == b"".join(words)
 
 
 @settings(max_examples=200, deadline=None)

@@ -137,6 +137,14 @@ def test_trainer_layout_budget_and_history():
     assert sizes == sorted(sizes, reverse=True) and sizes[-1] <= int(856 * 1.1)
 
 
+def test_seed_size_bounds_the_candidates():
+    counts = corpus_counts("kjv.txt", 100000)  # English: no multi-byte characters
+    vocab, _, history = learn_unigram(counts, 5000, seed_size=40)
+    assert 256 < len(vocab) <= 256 + 40
+    # With room for every seed, nothing is pruned: two EM rounds and done.
+    assert len(history) == 2
+
+
 def test_trainer_is_independent_of_thread_count():
     counts = corpus_counts("handbook-fr-FR.txt", 200000)
     one = learn_unigram(counts, 500, seed_size=20000, num_threads=1)
