@@ -9,6 +9,7 @@ mod metrics;
 mod pretokenize;
 mod segment;
 mod unigram;
+mod wordpiece;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -19,5 +20,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     graph::register(m)?;
     metrics::register(m)?;
     unigram::register(m)?;
+    wordpiece::register(m)?;
+    segment::dropout::register(m)?;
     Ok(())
 }

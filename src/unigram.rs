@@ -1,5 +1,675 @@
-use pyo3::prelude::*;
+//! Unigram training (Kudo, 2018), on weighted pre-tokens, following SentencePiece's trainer:
+//!
+//! 1. Seed: the 256 bytes, every multi-byte character, and the `seed_size` substrings (2 to
+//!    `max_piece_bytes` bytes, never cutting a UTF-8 character, never crossing a pre-token) with
+//!    the highest frequency × length, found by sorting the suffixes of the unique pre-tokens
+//!    (truncated to `max_piece_bytes`) and walking their LCP intervals. Like SentencePiece's
+//!    suffix-array seeds, only substrings whose occurrences are not all followed by the same
+//!    character are taken. Initial scores are the normalised logs of those weights.
+//! 2. EM: the E-step runs forward-backward over each pre-token's lattice (in parallel; expected
+//!    counts are summed in fixed point, so the result is independent of the thread count); the
+//!    M-step is SentencePiece's Bayesian update score = ψ(count) − ψ(total), dropping pieces
+//!    expected less than 0.5 times.
+//! 3. Prune: after `sub_iterations` EM rounds, each piece's loss is the drop in likelihood when
+//!    its Viterbi uses are replaced by its best alternative segmentation; the pieces with the
+//!    largest losses are kept, max(1.1 × target size, shrinking_factor × current size) of them.
+//! 4. Finish: the bytes plus the `budget` highest-scoring pieces.
+//!
+//! The 256 bytes are never removed. A byte the model does not estimate (expected less than 0.5
+//! times) scores the lowest estimated score minus 10, SentencePiece's penalty for unknowns.
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 
-pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+use numpy::PyReadonlyArray1;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use rayon::prelude::*;
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use crate::pretokenize::{PreTokenizer, Segment};
+use crate::segment::longest_match::ByteTrie;
+use crate::segment::rng::SplitMix64;
+use crate::segment::viterbi::{best_path, build_lattice, forward_backward, Edge, Viterbi};
+use crate::segment::Segmenter;
+use crate::wordpiece::{decode_ids, encode_text, word_slices, SpecialTokens};
+
+/// Expected counts are summed as integers in units of 2^-24 so that the sum does not depend on
+/// the order in which threads add.
+const FIXED_POINT: f64 = (1u64 << 24) as f64;
+/// SentencePiece drops pieces expected fewer times than this in the M-step.
+const EXPECTED_COUNT_THRESHOLD: f64 = 0.5;
+/// SentencePiece's score penalty for unknown symbols, used for bytes the model leaves unused.
+const UNUSED_BYTE_PENALTY: f64 = 10.0;
+
+pub struct UnigramOptions {
+    pub seed_size: usize,
+    pub max_piece_bytes: usize,
+    pub shrinking_factor: f64,
+    pub sub_iterations: usize,
+}
+
+/// One EM round as recorded: pieces alive after it and the log-likelihood of the corpus
+/// (natural log, summed over pre-token occurrences) under the model before it.
+pub struct Round {
+    pub pieces: usize,
+    pub log_likelihood: f64,
+}
+
+pub struct UnigramTraining {
+    pub vocab: Vec<Vec<u8>>,
+    pub scores: Vec<f64>,
+    pub history: Vec<Round>,
+}
+
+fn is_continuation_byte(byte: u8) -> bool {
+    byte & 0xC0 == 0x80
+}
+
+/// Digamma ψ(x) for x > 0: recurrence up to 7, then the asymptotic series.
+fn digamma(mut x: f64) -> f64 {
+    let mut result = 0.0;
+    while x < 7.0 {
+        result -= 1.0 / x;
+        x += 1.0;
+    }
+    x -= 0.5;
+    let inverse = 1.0 / x;
+    let inverse2 = inverse * inverse;
+    let inverse4 = inverse2 * inverse2;
+    result + x.ln() + inverse2 / 24.0 - 7.0 / 960.0 * inverse4 + 31.0 / 8064.0 * inverse4 * inverse2
+        - 127.0 / 30720.0 * inverse4 * inverse4
+}
+
+/// Seed pieces with their weights: bytes (ids 0..255), characters, then frequent substrings.
+fn seed_pieces(words: &[&[u8]], counts: &[u64], options: &UnigramOptions) -> (Vec<Vec<u8>>, Vec<f64>) {
+    let max_length = options.max_piece_bytes.max(1);
+    let mut byte_frequency = [0u64; 256];
+    let mut characters: FxHashMap<Vec<u8>, u64> = FxHashMap::default();
+    for (&word, &count) in words.iter().zip(counts) {
+        for &byte in word {
+            byte_frequency[byte as usize] += count;
+        }
+        if let Ok(text) = std::str::from_utf8(word) {
+            for (start, character) in text.char_indices() {
+                let length = character.len_utf8();
+                if length > 1 && length <= max_length {
+                    *characters.entry(word[start..start + length].to_vec()).or_insert(0) += count;
+                }
+            }
+        }
+    }
+
+    // Suffixes that start on a character boundary, sorted by their first max_length bytes.
+    let mut suffixes: Vec<(u32, u32)> = Vec::new();
+    for (index, word) in words.iter().enumerate() {
+        for (position, &byte) in word.iter().enumerate() {
+            if !is_continuation_byte(byte) {
+                suffixes.push((index as u32, position as u32));
+            }
+        }
+    }
+    let key = |&(word, position): &(u32, u32)| -> &[u8] {
+        let word = words[word as usize];
+        let start = position as usize;
+        &word[start..(start + max_length).min(word.len())]
+    };
+    suffixes.par_sort_unstable_by(|x, y| key(x).cmp(key(y)));
+    let n = suffixes.len();
+    let common = |a: &[u8], b: &[u8]| a.iter().zip(b).take_while(|(x, y)| x == y).count();
+    let lcp: Vec<usize> = (0..n)
+        .into_par_iter()
+        .map(|i| if i == 0 { 0 } else { common(key(&suffixes[i - 1]), key(&suffixes[i])) })
+        .collect();
+    let mut weight_prefix = Vec::with_capacity(n + 1);
+    weight_prefix.push(0u64);
+    for &(word, _) in &suffixes {
+        weight_prefix.push(weight_prefix.last().unwrap() + counts[word as usize]);
+    }
+
+    // A min-heap of the best substrings so far: lowest score on top, and among equal scores
+    // the largest bytes, so that ties keep the lexicographically smallest.
+    let mut best: BinaryHeap<Reverse<(u64, Reverse<Vec<u8>>)>> = BinaryHeap::new();
+    let mut offer = |entry: usize, depth: usize, parent_depth: usize, frequency: u64| {
+        let (word, position) = suffixes[entry];
+        let word = words[word as usize];
+        let start = position as usize;
+        // The longest prefix of the node's string that ends on a character boundary.
+        let mut length = depth;
+        while length > 0 && start + length < word.len() && is_continuation_byte(word[start + length]) {
+            length -= 1;
+        }
+        if length <= parent_depth || length < 2 || frequency < 2 {
+            return;
+        }
+        let bytes = &word[start..start + length];
+        if characters.contains_key(bytes) {
+            return;
+        }
+        let score = frequency * length as u64;
+        if best.len() >= options.seed_size {
+            let Reverse((lowest, Reverse(ref lowest_bytes))) = *best.peek().unwrap();
+            if score < lowest || (score == lowest && bytes >= &lowest_bytes[..]) {
+                return;
+            }
+        }
+        best.push(Reverse((score, Reverse(bytes.to_vec()))));
+        if best.len() > options.seed_size {
+            best.pop();
+        }
+    };
+    if options.seed_size > 0 {
+        // Bottom-up walk of the LCP intervals: each popped interval is a node whose string
+        // (its depth's prefix) occurs exactly at the suffixes it spans.
+        let mut stack: Vec<(usize, usize)> = vec![(0, 0)];
+        for i in 1..=n {
+            let current = if i < n { lcp[i] } else { 0 };
+            let mut left = i - 1;
+            while current < stack.last().unwrap().0 {
+                let (depth, node_left) = stack.pop().unwrap();
+                let parent_depth = current.max(stack.last().unwrap().0);
+                offer(node_left, depth, parent_depth, weight_prefix[i] - weight_prefix[node_left]);
+                left = node_left;
+            }
+            if current > stack.last().unwrap().0 {
+                stack.push((current, left));
+            }
+        }
+        // Leaves: a suffix whose key is longer than what it shares with both neighbours.
+        for i in 0..n {
+            let shared = lcp[i].max(if i + 1 < n { lcp[i + 1] } else { 0 });
+            let length = key(&suffixes[i]).len();
+            if length > shared {
+                offer(i, length, shared, weight_prefix[i + 1] - weight_prefix[i]);
+            }
+        }
+    }
+
+    let mut pieces: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+    let mut weights: Vec<f64> = byte_frequency.iter().map(|&f| f as f64).collect();
+    let mut characters: Vec<(Vec<u8>, u64)> = characters.into_iter().collect();
+    characters.sort_unstable_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+    for (bytes, frequency) in characters {
+        pieces.push(bytes);
+        weights.push(frequency as f64);
+    }
+    let mut substrings: Vec<(u64, Vec<u8>)> =
+        best.into_iter().map(|Reverse((score, Reverse(bytes)))| (score, bytes)).collect();
+    substrings.sort_unstable_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+    let mut seen: FxHashSet<Vec<u8>> = FxHashSet::default();
+    for (score, bytes) in substrings {
+        if seen.insert(bytes.clone()) {
+            pieces.push(bytes);
+            weights.push(score as f64);
+        }
+    }
+    (pieces, weights)
+}
+
+/// The training state: every seed piece keeps its index for the whole run, so the trie is built
+/// once; removed pieces score -inf and drop out of every lattice.
+struct Model<'c> {
+    words: &'c [&'c [u8]],
+    counts: &'c [u64],
+    pieces: Vec<Vec<u8>>,
+    scores: Vec<f64>,
+    alive: Vec<bool>,
+    trie: ByteTrie,
+    root: u32,
+    /// Each pre-token's lattice over the alive pieces, in chunks of WORDS_PER_CHUNK pre-tokens,
+    /// built once and filtered as pieces go, so EM scans flat arrays.
+    lattices: Vec<LatticeChunk>,
+}
+
+/// Pre-tokens per lattice chunk: the unit of parallel work, fixed so that sums are added in the
+/// same order whatever the thread count.
+const WORDS_PER_CHUNK: usize = 1024;
+
+struct LatticeChunk {
+    /// Edges of the chunk's k-th pre-token are edges[bounds[k]..bounds[k + 1]].
+    bounds: Vec<usize>,
+    edges: Vec<Edge>,
+}
+
+impl<'c> Model<'c> {
+    fn new(words: &'c [&'c [u8]], counts: &'c [u64], pieces: Vec<Vec<u8>>, scores: Vec<f64>) -> Self {
+        let mut trie = ByteTrie::new();
+        let root = trie.add_root();
+        // Substrings share prefixes, so the total length bounds the node count from above.
+        trie.reserve(pieces.iter().map(|p| p.len()).sum::<usize>() / 2);
+        for (id, piece) in pieces.iter().enumerate() {
+            trie.insert(root, piece, id as u32);
+        }
+        let alive = vec![true; pieces.len()];
+        let mut model = Model { words, counts, pieces, scores, alive, trie, root, lattices: Vec::new() };
+        model.score_unused_bytes();
+        model.build_lattices();
+        model
+    }
+
+    fn build_lattices(&mut self) {
+        let live = self.live_scores();
+        self.lattices = self
+            .words
+            .par_chunks(WORDS_PER_CHUNK)
+            .map(|chunk| {
+                let mut edges = Vec::new();
+                let mut bounds = vec![0];
+                for word in chunk {
+                    build_lattice(&self.trie, self.root, word, |t| live[t as usize], &mut edges);
+                    bounds.push(edges.len());
+                }
+                edges.shrink_to_fit();
+                LatticeChunk { bounds, edges }
+            })
+            .collect();
+    }
+
+    /// Drops the edges of removed pieces from the cached lattices: a linear pass, where
+    /// rebuilding would walk the trie again.
+    fn retain_alive_edges(&mut self) {
+        let alive = &self.alive;
+        self.lattices.par_iter_mut().for_each(|chunk| {
+            let mut kept = 0;
+            let mut start = 0;
+            for k in 0..chunk.bounds.len() - 1 {
+                let end = chunk.bounds[k + 1];
+                for i in start..end {
+                    let edge = chunk.edges[i];
+                    if alive[edge.token as usize] {
+                        chunk.edges[kept] = edge;
+                        kept += 1;
+                    }
+                }
+                start = end;
+                chunk.bounds[k + 1] = kept;
+            }
+            chunk.edges.truncate(kept);
+            chunk.edges.shrink_to_fit();
+        });
+    }
+
+    /// Scores with -inf for removed pieces, indexed by piece.
+    fn live_scores(&self) -> Vec<f64> {
+        (0..self.pieces.len() as u32).map(|i| self.score(i)).collect()
+    }
+
+    /// Calls `f(word, count, edges)` for every pre-token, in parallel over fixed chunks, and
+    /// returns the per-chunk sums of its results added in chunk order.
+    fn sum_over_lattices(&self, f: impl Fn(&[u8], u64, &[Edge], &mut (Vec<f64>, Vec<f64>)) -> f64 + Sync) -> f64 {
+        let sums: Vec<f64> = self
+            .lattices
+            .par_iter()
+            .zip(self.words.par_chunks(WORDS_PER_CHUNK))
+            .zip(self.counts.par_chunks(WORDS_PER_CHUNK))
+            .map_init(
+                || (Vec::new(), Vec::new()),
+                |scratch, ((lattice, words), counts)| {
+                    let mut sum = 0.0;
+                    for (k, (word, &count)) in words.iter().zip(counts).enumerate() {
+                        let edges = &lattice.edges[lattice.bounds[k]..lattice.bounds[k + 1]];
+                        sum += f(word, count, edges, scratch);
+                    }
+                    sum
+                },
+            )
+            .collect();
+        sums.iter().sum()
+    }
+
+    fn score(&self, id: u32) -> f64 {
+        if self.alive[id as usize] {
+            self.scores[id as usize]
+        } else {
+            f64::NEG_INFINITY
+        }
+    }
+
+    fn alive_count(&self) -> usize {
+        self.alive.iter().filter(|&&a| a).count()
+    }
+
+    /// Bytes with no finite score get the lowest finite score minus the unknown penalty.
+    fn score_unused_bytes(&mut self) {
+        let lowest = (0..self.pieces.len())
+            .filter(|&i| self.alive[i] && self.scores[i].is_finite())
+            .map(|i| self.scores[i])
+            .fold(f64::INFINITY, f64::min);
+        let floor = if lowest.is_finite() { lowest - UNUSED_BYTE_PENALTY } else { -UNUSED_BYTE_PENALTY };
+        for byte in 0..256 {
+            if !self.scores[byte].is_finite() {
+                self.scores[byte] = floor;
+            }
+        }
+    }
+
+    /// Expected uses of every piece under the current model, and the corpus log-likelihood.
+    fn e_step(&self) -> (Vec<f64>, f64) {
+        let live = self.live_scores();
+        let expected: Vec<AtomicU64> = (0..self.pieces.len()).map(|_| AtomicU64::new(0)).collect();
+        let log_likelihood = self.sum_over_lattices(|word, count, edges, (forward, backward)| {
+            let weight = count as f64 * FIXED_POINT;
+            let score_of = |t: u32| live[t as usize];
+            let total = forward_backward(edges, word.len(), score_of, forward, backward, |token, p| {
+                expected[token as usize].fetch_add((p * weight).round() as u64, AtomicOrdering::Relaxed);
+            });
+            total * count as f64
+        });
+        let expected = expected.into_iter().map(|e| e.into_inner() as f64 / FIXED_POINT).collect();
+        (expected, log_likelihood)
+    }
+
+    /// SentencePiece's Bayesian M-step (or the plain maximum-likelihood one when `bayesian` is
+    /// false, which never removes a piece and leaves unused ones at -inf).
+    fn m_step(&mut self, expected: &[f64], bayesian: bool) {
+        if !bayesian {
+            let total: f64 = (0..expected.len()).filter(|&i| self.alive[i]).map(|i| expected[i]).sum();
+            for i in 0..expected.len() {
+                if self.alive[i] {
+                    self.scores[i] = (expected[i] / total).ln();
+                }
+            }
+            return;
+        }
+        let mut total = 0.0;
+        let mut estimated = vec![false; expected.len()];
+        for i in 0..expected.len() {
+            if !self.alive[i] {
+                continue;
+            }
+            if expected[i] < EXPECTED_COUNT_THRESHOLD {
+                if i >= 256 {
+                    self.alive[i] = false;
+                }
+                self.scores[i] = f64::NEG_INFINITY;
+            } else {
+                estimated[i] = true;
+                total += expected[i];
+            }
+        }
+        let log_total = digamma(total);
+        for i in 0..expected.len() {
+            if estimated[i] {
+                self.scores[i] = digamma(expected[i]) - log_total;
+            }
+        }
+        self.score_unused_bytes();
+    }
+
+    /// Keeps the `target` pieces (bytes included) whose removal would cost the most likelihood.
+    fn prune(&mut self, desired: usize, shrinking_factor: f64) {
+        let live = self.live_scores();
+        let candidates: Vec<u32> = (256..self.pieces.len() as u32).filter(|&i| self.alive[i as usize]).collect();
+        // What replaces each piece if it goes: its best segmentation without itself. A piece that
+        // this beats is not even used for its own text and goes regardless of its loss; a piece
+        // with no alternative at all stays (SentencePiece's rules).
+        enum Replacement {
+            Alternative(Vec<u32>),
+            NotItsOwnBest,
+            Irreplaceable,
+        }
+        let replacements: Vec<Replacement> = candidates
+            .par_iter()
+            .map_init(Vec::<Edge>::new, |edges, &id| {
+                let piece = &self.pieces[id as usize];
+                let without = |t: u32| if t == id { f64::NEG_INFINITY } else { live[t as usize] };
+                edges.clear();
+                build_lattice(&self.trie, self.root, piece, without, edges);
+                match best_path(edges, piece.len(), without) {
+                    None => Replacement::Irreplaceable,
+                    Some((score, _)) if score > self.scores[id as usize] => Replacement::NotItsOwnBest,
+                    Some((_, tokens)) => Replacement::Alternative(tokens),
+                }
+            })
+            .collect();
+        let frequency: Vec<AtomicU64> = (0..self.pieces.len()).map(|_| AtomicU64::new(0)).collect();
+        self.sum_over_lattices(|word, count, edges, _| {
+            if let Some((_, tokens)) = best_path(edges, word.len(), |t| live[t as usize]) {
+                for token in tokens {
+                    frequency[token as usize].fetch_add(count, AtomicOrdering::Relaxed);
+                }
+            }
+            0.0
+        });
+        let frequency: Vec<f64> = frequency.into_iter().map(|f| f.into_inner() as f64).collect();
+        let total: f64 = frequency.iter().sum();
+        let log_total = total.ln();
+        let mut losses: Vec<(f64, u32)> = Vec::new();
+        let mut kept = 256;
+        for (&id, replacement) in candidates.iter().zip(&replacements) {
+            let f = frequency[id as usize];
+            let alternative = match replacement {
+                Replacement::Irreplaceable => {
+                    kept += 1;
+                    losses.push((f64::INFINITY, id));
+                    continue;
+                }
+                Replacement::NotItsOwnBest => continue,
+                Replacement::Alternative(_) if f == 0.0 => continue,
+                Replacement::Alternative(tokens) => tokens,
+            };
+            let log_probability = f.ln() - log_total;
+            let log_total_after = (total + f * (alternative.len() as f64 - 1.0)).ln();
+            let log_probability_after: f64 =
+                alternative.iter().map(|&a| (frequency[a as usize] + f).ln() - log_total_after).sum();
+            losses.push((f / total * (log_probability - log_probability_after), id));
+        }
+        losses.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
+        let current = 256 + candidates.len();
+        let target = desired.max((shrinking_factor * current as f64) as usize);
+        // Irreplaceable pieces sort first (infinite loss) and are kept even beyond the target.
+        let keep = target.saturating_sub(256).max(kept - 256);
+        for &id in &candidates {
+            self.alive[id as usize] = false;
+        }
+        for &(_, id) in losses.iter().take(keep) {
+            self.alive[id as usize] = true;
+        }
+        self.score_unused_bytes();
+        self.retain_alive_edges();
+    }
+}
+
+/// Learns a Unigram vocabulary of the 256 bytes plus at most `budget` pieces.
+pub fn train(words: &[&[u8]], counts: &[u64], budget: usize, options: &UnigramOptions) -> UnigramTraining {
+    let (pieces, weights) = seed_pieces(words, counts, options);
+    let total: f64 = weights.iter().sum();
+    let scores = weights.iter().map(|&w| (w / total).ln()).collect();
+    let mut model = Model::new(words, counts, pieces, scores);
+    let desired = ((256 + budget) as f64 * 1.1) as usize;
+    let mut history = Vec::new();
+    loop {
+        for _ in 0..options.sub_iterations.max(1) {
+            let (expected, log_likelihood) = model.e_step();
+            model.m_step(&expected, true);
+            model.retain_alive_edges();
+            history.push(Round { pieces: model.alive_count(), log_likelihood });
+        }
+        if model.alive_count() <= desired {
+            break;
+        }
+        model.prune(desired, options.shrinking_factor);
+    }
+    let mut chosen: Vec<usize> = (256..model.pieces.len()).filter(|&i| model.alive[i]).collect();
+    chosen.sort_by(|&a, &b| model.scores[b].total_cmp(&model.scores[a]).then_with(|| model.pieces[a].cmp(&model.pieces[b])));
+    chosen.truncate(budget);
+    let ids: Vec<usize> = (0..256).chain(chosen).collect();
+    UnigramTraining {
+        vocab: ids.iter().map(|&i| model.pieces[i].clone()).collect(),
+        scores: ids.iter().map(|&i| model.scores[i]).collect(),
+        history,
+    }
+}
+
+#[pyfunction]
+#[pyo3(name = "train_unigram", signature = (data, offsets, counts, budget, seed_size=1_000_000, max_piece_bytes=16, shrinking_factor=0.75, sub_iterations=2, num_threads=None))]
+#[allow(clippy::too_many_arguments)]
+fn py_train_unigram<'py>(
+    py: Python<'py>,
+    data: &[u8],
+    offsets: PyReadonlyArray1<'py, i64>,
+    counts: PyReadonlyArray1<'py, u64>,
+    budget: usize,
+    seed_size: usize,
+    max_piece_bytes: usize,
+    shrinking_factor: f64,
+    sub_iterations: usize,
+    num_threads: Option<usize>,
+) -> PyResult<(Vec<Bound<'py, PyBytes>>, Vec<f64>, Vec<(usize, f64)>)> {
+    if !(shrinking_factor > 0.0 && shrinking_factor < 1.0) {
+        return Err(PyValueError::new_err(format!("shrinking_factor is {shrinking_factor}, expected a number in (0, 1)")));
+    }
+    let (offsets, counts) = (offsets.as_slice()?, counts.as_slice()?);
+    let words = word_slices(data, offsets, counts)?;
+    let options = UnigramOptions { seed_size, max_piece_bytes, shrinking_factor, sub_iterations };
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(num_threads.unwrap_or(0))
+        .build()
+        .map_err(|e| PyValueError::new_err(format!("cannot start {num_threads:?} threads: {e}")))?;
+    let training = py.detach(|| pool.install(|| train(&words, counts, budget, &options)));
+    Ok((
+        training.vocab.iter().map(|t| PyBytes::new(py, t)).collect(),
+        training.scores,
+        training.history.iter().map(|r| (r.pieces, r.log_likelihood)).collect(),
+    ))
+}
+
+/// Runs `iterations` EM rounds from the given pieces and scores without pruning; returns the new
+/// scores and the log-likelihood before each round. With `bayesian=False` this is textbook EM,
+/// whose likelihood never decreases.
+#[pyfunction]
+#[pyo3(name = "unigram_em", signature = (data, offsets, counts, pieces, scores, iterations, bayesian=true))]
+#[allow(clippy::too_many_arguments)]
+fn py_unigram_em<'py>(
+    py: Python<'py>,
+    data: &[u8],
+    offsets: PyReadonlyArray1<'py, i64>,
+    counts: PyReadonlyArray1<'py, u64>,
+    pieces: Vec<Vec<u8>>,
+    scores: Vec<f64>,
+    iterations: usize,
+    bayesian: bool,
+) -> PyResult<(Vec<f64>, Vec<f64>)> {
+    if pieces.len() < 256 || pieces.iter().take(256).enumerate().any(|(b, p)| p[..] != [b as u8]) {
+        return Err(PyValueError::new_err("pieces must start with the 256 single bytes in byte order"));
+    }
+    if pieces.len() != scores.len() {
+        return Err(PyValueError::new_err(format!("{} pieces but {} scores", pieces.len(), scores.len())));
+    }
+    let (offsets, counts) = (offsets.as_slice()?, counts.as_slice()?);
+    let words = word_slices(data, offsets, counts)?;
+    Ok(py.detach(|| {
+        let mut model = Model::new(&words, counts, pieces, scores);
+        let mut log_likelihoods = Vec::new();
+        for _ in 0..iterations {
+            let (expected, log_likelihood) = model.e_step();
+            model.m_step(&expected, bayesian);
+            log_likelihoods.push(log_likelihood);
+        }
+        let scores = (0..model.pieces.len()).map(|i| model.score(i as u32)).collect();
+        (scores, log_likelihoods)
+    }))
+}
+
+/// A Unigram vocabulary with its pre-tokeniser: Viterbi encoding, subword sampling and n-best
+/// lists, for use until the shared `Encoder` takes the `viterbi` segmenter.
+#[pyclass(name = "UnigramModel", module = "polytok._core", frozen)]
+pub struct PyUnigramModel {
+    segmenter: Viterbi,
+    vocab: Vec<Vec<u8>>,
+    pretokenizer: PreTokenizer,
+    specials: SpecialTokens,
+}
+
+#[pymethods]
+impl PyUnigramModel {
+    #[new]
+    #[pyo3(signature = (vocab, scores, pattern=None, special_tokens=Vec::new()))]
+    fn new(vocab: Vec<Vec<u8>>, scores: Vec<f64>, pattern: Option<&str>, special_tokens: Vec<(Vec<u8>, u32)>) -> PyResult<Self> {
+        let segmenter = Viterbi::new(&vocab, &scores).map_err(PyValueError::new_err)?;
+        let specials = SpecialTokens::new(special_tokens, vocab.len())?;
+        let pretokenizer = PreTokenizer::new(pattern, specials.texts()).map_err(PyValueError::new_err)?;
+        Ok(PyUnigramModel { segmenter, vocab, pretokenizer, specials })
+    }
+
+    /// The Viterbi ids of one pre-token.
+    fn segment(&self, piece: &[u8]) -> Vec<u32> {
+        let mut out = Vec::new();
+        self.segmenter.segment(piece, &mut out);
+        out
+    }
+
+    /// The `n` best segmentations of one pre-token as (ids, score), best first.
+    fn nbest_piece(&self, piece: &[u8], n: usize) -> Vec<(Vec<u32>, f64)> {
+        self.segmenter.nbest(piece, n)
+    }
+
+    /// Viterbi encoding of `text`; the text of a special token becomes its id.
+    fn encode(&self, py: Python<'_>, text: &[u8]) -> Vec<u32> {
+        py.detach(|| encode_text(&self.pretokenizer, &self.segmenter, &self.specials, text))
+    }
+
+    /// One segmentation of `text` drawn with probability ∝ P(segmentation)^alpha, reproducible
+    /// from `seed`.
+    fn sample(&self, py: Python<'_>, text: &[u8], alpha: f64, seed: u64) -> Vec<u32> {
+        py.detach(|| {
+            let mut rng = SplitMix64::new(seed);
+            let mut out = Vec::new();
+            self.pretokenizer.for_each_segment(text, |segment| match segment {
+                Segment::Text(t) => self.pretokenizer.for_each_piece(t, |piece| self.segmenter.sample(piece, alpha, &mut rng, &mut out)),
+                Segment::Special(index) => out.push(self.specials.id(index)),
+            });
+            out
+        })
+    }
+
+    /// The `n` best segmentations of the whole `text` as (ids, score), best first. Pre-tokens are
+    /// independent, so the lists of the pieces are combined, keeping the n best sums.
+    fn nbest(&self, py: Python<'_>, text: &[u8], n: usize) -> Vec<(Vec<u32>, f64)> {
+        py.detach(|| {
+            let mut combined: Vec<(Vec<u32>, f64)> = if n == 0 { Vec::new() } else { vec![(Vec::new(), 0.0)] };
+            self.pretokenizer.for_each_segment(text, |segment| match segment {
+                Segment::Text(t) => self.pretokenizer.for_each_piece(t, |piece| {
+                    let options = self.segmenter.nbest(piece, n);
+                    let mut pairs: Vec<(f64, usize, usize)> = Vec::new();
+                    for (i, (_, left)) in combined.iter().enumerate() {
+                        for (j, (_, right)) in options.iter().enumerate() {
+                            pairs.push((left + right, i, j));
+                        }
+                    }
+                    pairs.sort_by(|a, b| b.0.total_cmp(&a.0).then((a.1, a.2).cmp(&(b.1, b.2))));
+                    pairs.truncate(n);
+                    combined = pairs
+                        .into_iter()
+                        .map(|(score, i, j)| ([&combined[i].0[..], &options[j].0[..]].concat(), score))
+                        .collect();
+                }),
+                Segment::Special(index) => {
+                    for (ids, _) in combined.iter_mut() {
+                        ids.push(self.specials.id(index));
+                    }
+                }
+            });
+            combined
+        })
+    }
+
+    fn decode<'py>(&self, py: Python<'py>, ids: Vec<u32>) -> PyResult<Bound<'py, PyBytes>> {
+        let bytes = decode_ids(&self.vocab, &self.specials, &ids)?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+
+    /// Log-probability score of every id.
+    #[getter]
+    fn scores(&self) -> Vec<f64> {
+        self.segmenter.scores().to_vec()
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(py_train_unigram, m)?)?;
+    m.add_function(wrap_pyfunction!(py_unigram_em, m)?)?;
+    m.add_class::<PyUnigramModel>()?;
     Ok(())
 }

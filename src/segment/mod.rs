@@ -2,8 +2,12 @@
 //! (pre-tokeniser + segmenter + special tokens) is the Python-facing object that drives them.
 use pyo3::prelude::*;
 
+pub mod dropout;
 pub mod encoder;
+pub mod longest_match;
 pub mod merges;
+pub mod rng;
+pub mod viterbi;
 
 /// Cuts one pre-token (never empty, never containing a special token) into token ids.
 pub trait Segmenter: Send + Sync {

@@ -1,0 +1,106 @@
+"""Unigram training (Kudo, 2018) as SentencePiece does it, on counted pre-tokens.
+
+Start from a large seed vocabulary of frequent substrings, fit token probabilities by EM
+(forward-backward on each pre-token's lattice, SentencePiece's Bayesian M-step), and prune the
+pieces whose removal costs least likelihood, by `shrinking_factor` per round, until the target
+size is reached. The 256 bytes always stay. Encoding is the `viterbi` segmenter, which also
+samples segmentations (subword regularisation) and lists the n best.
+
+`vocab_size = 256 + len(special_tokens) + K`; learned pieces take ids 256.. by decreasing score.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+from polytok import _core
+from polytok.counts import WordCounts
+from polytok.errors import ConfigError, CorpusError
+
+if TYPE_CHECKING:
+    from polytok.tokenizer import Tokenizer
+
+
+def unigram_budget(vocab_size: int, special_tokens: Sequence[str]) -> int:
+    """The number of pieces beyond the 256 bytes and the special tokens."""
+    minimum = 256 + len(special_tokens)
+    if not isinstance(vocab_size, int) or isinstance(vocab_size, bool) or vocab_size < minimum:
+        raise ConfigError(
+            f"vocab_size must be an integer of at least {minimum} (256 bytes + "
+            f"{len(special_tokens)} special tokens), got {vocab_size!r}"
+        )
+    return vocab_size - minimum
+
+
+def learn_unigram(
+    counts: WordCounts,
+    budget: int,
+    *,
+    seed_size: int = 1_000_000,
+    max_piece_bytes: int = 16,
+    shrinking_factor: float = 0.75,
+    sub_iterations: int = 2,
+    num_threads: int | None = None,
+) -> tuple[list[bytes], list[float], list[tuple[int, float]]]:
+    """The pieces (bytes first) with their log-probability scores, and per EM round the number
+    of pieces alive after it and the corpus log-likelihood before it."""
+    for name, value, low in (("seed_size", seed_size, 0), ("max_piece_bytes", max_piece_bytes, 1),
+                             ("sub_iterations", sub_iterations, 1)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < low:
+            raise ConfigError(f"{name} must be an integer of at least {low}, got {value!r}")
+    if not 0.0 < shrinking_factor < 1.0:
+        raise ConfigError(f"shrinking_factor must be in (0, 1), got {shrinking_factor!r}")
+    if num_threads is not None and (not isinstance(num_threads, int) or num_threads < 1):
+        raise ConfigError(f"num_threads must be a positive integer or None, got {num_threads!r}")
+    vocab, scores, history = _core.train_unigram(
+        counts.data, counts.offsets, counts.counts, budget,
+        seed_size=seed_size, max_piece_bytes=max_piece_bytes, shrinking_factor=shrinking_factor,
+        sub_iterations=sub_iterations, num_threads=num_threads,
+    )
+    return list(vocab), list(scores), [tuple(r) for r in history]
+
+
+def train_unigram(
+    counts: WordCounts,
+    *,
+    vocab_size: int,
+    special_tokens: Sequence[str] = (),
+    seed_size: int = 1_000_000,
+    max_piece_bytes: int = 16,
+    shrinking_factor: float = 0.75,
+    sub_iterations: int = 2,
+    num_threads: int | None = None,
+    progress: bool = True,
+) -> "Tokenizer":
+    """Train a Unigram tokeniser (the `viterbi` segmenter) with SentencePiece's defaults.
+    Training takes seconds, so `progress` is accepted for the common interface only."""
+    special_tokens = list(special_tokens)
+    budget = unigram_budget(vocab_size, special_tokens)
+    if len(counts) == 0:
+        raise CorpusError("the word counts are empty: there is no text to train on")
+    vocab, scores, history = learn_unigram(
+        counts, budget, seed_size=seed_size, max_piece_bytes=max_piece_bytes,
+        shrinking_factor=shrinking_factor, sub_iterations=sub_iterations, num_threads=num_threads,
+    )
+    training = {
+        "vocab_size": vocab_size,
+        "seed_size": seed_size,
+        "max_piece_bytes": max_piece_bytes,
+        "shrinking_factor": shrinking_factor,
+        "sub_iterations": sub_iterations,
+        "learned_tokens": len(vocab) - 256,
+        "stopped_early": len(vocab) - 256 < budget,
+        "em_rounds": [{"pieces": pieces, "log_likelihood": ll} for pieces, ll in history],
+        "unique_pre_tokens": len(counts),
+        "pre_tokens": int(counts.counts.sum(dtype="uint64")),
+    }
+    from polytok.tokenizer import Tokenizer
+
+    return Tokenizer(
+        vocab,
+        segmenter="viterbi",
+        pattern=counts.pattern,
+        special_tokens={token: len(vocab) + i for i, token in enumerate(special_tokens)},
+        scores=scores,
+        algorithm="unigram",
+        training=training,
+    )

@@ -1,0 +1,100 @@
+"""WordPiece training: BPE's greedy merge loop, scored by n(a, b) / (n(a) · n(b)).
+
+The score prefers pairs that occur together more often than their parts' own frequencies
+predict (pointwise mutual information), not merely often. Encoding is the `longest_match`
+segmenter: no merge list is kept, each position takes the longest token that fits.
+
+Vocabulary accounting: ids 0..255 are the 256 bytes as word-initial tokens. With a continuation
+marker (default "##") ids 256..511 are the same bytes as continuation tokens, spelled
+b"##" + byte, so nothing is ever unknown; learned tokens follow, then special tokens. So
+`vocab_size = 256 + 256 (with a marker) + len(special_tokens) + K` for K learned tokens. Without
+a marker (`continuation_marker=None`) tokens carry no position and the base is 256 bytes.
+
+The score rewards pairs whose parts are rare: two byte sequences seen once, always together,
+score 1, the maximum, while " t"+"he" scores tiny. On real text at the default
+`min_frequency=1` the vocabulary fills with such hapax pieces and compresses held-out text
+poorly (see benchmarks/bench_subword.py); `min_frequency` (pairs seen fewer times are never
+merged) is the lever that trades the score's purity for compression.
+"""
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Sequence
+
+from polytok import _core
+from polytok.counts import WordCounts
+from polytok.errors import ConfigError, CorpusError
+
+if TYPE_CHECKING:
+    from polytok.tokenizer import Tokenizer
+
+
+def base_size(continuation_marker: str | None) -> int:
+    """Tokens every WordPiece vocabulary starts with: 256 bytes, twice with a marker."""
+    return 512 if continuation_marker else 256
+
+
+def wordpiece_budget(vocab_size: int, special_tokens: Sequence[str], continuation_marker: str | None) -> int:
+    """The number of tokens WordPiece may learn within `vocab_size` (see the module docstring)."""
+    minimum = base_size(continuation_marker) + len(special_tokens)
+    if not isinstance(vocab_size, int) or isinstance(vocab_size, bool) or vocab_size < minimum:
+        roles = "256 bytes word-initially and 256 as continuations" if continuation_marker else "256 bytes"
+        raise ConfigError(
+            f"vocab_size must be an integer of at least {minimum} for WordPiece ({roles} + "
+            f"{len(special_tokens)} special tokens), got {vocab_size!r}"
+        )
+    return vocab_size - minimum
+
+
+def learn_wordpiece(
+    counts: WordCounts, budget: int, continuation_marker: str | None = "##", min_frequency: int = 1
+) -> tuple[list[bytes], list[tuple[int, int, int]]]:
+    """Learn up to `budget` tokens; returns the spellings by id (continuations carry the marker)
+    and the merges (left, right, result) in the order applied."""
+    if continuation_marker is not None and not isinstance(continuation_marker, str):
+        raise ConfigError(f"continuation_marker must be a string or None, got {continuation_marker!r}")
+    if not isinstance(min_frequency, int) or isinstance(min_frequency, bool) or min_frequency < 1:
+        raise ConfigError(f"min_frequency must be a positive integer, got {min_frequency!r}")
+    marker = continuation_marker.encode("utf-8") if continuation_marker else None
+    vocab, merges = _core.train_wordpiece(counts.data, counts.offsets, counts.counts, budget, marker, min_frequency)
+    return list(vocab), [tuple(m) for m in merges]
+
+
+def train_wordpiece(
+    counts: WordCounts,
+    *,
+    vocab_size: int,
+    special_tokens: Sequence[str] = (),
+    continuation_marker: str | None = "##",
+    min_frequency: int = 1,
+    num_threads: int | None = None,
+    progress: bool = True,
+) -> "Tokenizer":
+    """Train a WordPiece tokeniser (the `longest_match` segmenter) on counted pre-tokens.
+    Training is one sequential loop of a few seconds, so `num_threads` and `progress` are
+    accepted for the common trainer interface and have no effect."""
+    special_tokens = list(special_tokens)
+    budget = wordpiece_budget(vocab_size, special_tokens, continuation_marker)
+    if len(counts) == 0:
+        raise CorpusError("the word counts are empty: there is no text to train on")
+    vocab, merges = learn_wordpiece(counts, budget, continuation_marker, min_frequency)
+    training = {
+        "vocab_size": vocab_size,
+        "continuation_marker": continuation_marker,
+        "min_frequency": min_frequency,
+        "learned_tokens": len(vocab) - base_size(continuation_marker),
+        "merges": len(merges),
+        "stopped_early": len(vocab) - base_size(continuation_marker) < budget,
+        "unique_pre_tokens": len(counts),
+        "pre_tokens": int(counts.counts.sum(dtype="uint64")),
+    }
+    from polytok.tokenizer import Tokenizer
+
+    return Tokenizer(
+        vocab,
+        segmenter="longest_match",
+        pattern=counts.pattern,
+        special_tokens={token: len(vocab) + i for i, token in enumerate(special_tokens)},
+        algorithm="wordpiece",
+        continuation_marker=continuation_marker,
+        training=training,
+    )

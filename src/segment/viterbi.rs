@@ -1,0 +1,303 @@
+//! The `viterbi` segmenter (Unigram): the cut of a pre-token that maximises the sum of its
+//! tokens' log-probabilities, found in O(n · L) over the lattice of vocabulary matches. The same
+//! lattice gives subword sampling (forward filtering, backward sampling) and n-best lists, and
+//! its forward-backward pass is the E-step of the Unigram trainer.
+//!
+//! Ties are broken deterministically: among equal scores the path whose last token starts
+//! earliest (is longest) wins, position by position from the end.
+use super::longest_match::ByteTrie;
+use super::rng::SplitMix64;
+use super::Segmenter;
+
+/// One vocabulary match in a pre-token: bytes [start, end) are token `token`.
+#[derive(Clone, Copy, Debug)]
+pub struct Edge {
+    pub start: u32,
+    pub end: u32,
+    pub token: u32,
+}
+
+/// log(exp(a) + exp(b)) without overflow; -inf is the identity.
+#[inline]
+pub fn log_add_exp(a: f64, b: f64) -> f64 {
+    if a == f64::NEG_INFINITY {
+        return b;
+    }
+    if b == f64::NEG_INFINITY {
+        return a;
+    }
+    let (high, low) = if a > b { (a, b) } else { (b, a) };
+    high + (low - high).exp().ln_1p()
+}
+
+/// Appends to `edges` every match of a token with finite score in `piece`, ordered by start and
+/// then by length. `score_of` gives -inf for tokens that must not be used.
+pub fn build_lattice(
+    trie: &ByteTrie,
+    root: u32,
+    piece: &[u8],
+    score_of: impl Fn(u32) -> f64,
+    edges: &mut Vec<Edge>,
+) {
+    for start in 0..piece.len() {
+        trie.for_each_prefix(root, &piece[start..], |length, token| {
+            if score_of(token) > f64::NEG_INFINITY {
+                edges.push(Edge { start: start as u32, end: (start + length) as u32, token });
+            }
+        });
+    }
+}
+
+/// Forward-backward over a lattice of `length` bytes whose edges are ordered by start; edges
+/// whose token scores -inf count as absent. Calls `marginal(token, probability)` for every edge
+/// with its posterior probability and returns the log of the total probability of all
+/// segmentations (-inf when there is none).
+pub fn forward_backward(
+    edges: &[Edge],
+    length: usize,
+    score_of: impl Fn(u32) -> f64,
+    forward: &mut Vec<f64>,
+    backward: &mut Vec<f64>,
+    mut marginal: impl FnMut(u32, f64),
+) -> f64 {
+    forward.clear();
+    forward.resize(length + 1, f64::NEG_INFINITY);
+    backward.clear();
+    backward.resize(length + 1, f64::NEG_INFINITY);
+    forward[0] = 0.0;
+    backward[length] = 0.0;
+    // Edges are ordered by start, so forward[start] is complete when its edges are reached,
+    // and in reverse order backward[end] is complete for the same reason.
+    for edge in edges {
+        let (s, e) = (edge.start as usize, edge.end as usize);
+        forward[e] = log_add_exp(forward[e], forward[s] + score_of(edge.token));
+    }
+    for edge in edges.iter().rev() {
+        let (s, e) = (edge.start as usize, edge.end as usize);
+        backward[s] = log_add_exp(backward[s], score_of(edge.token) + backward[e]);
+    }
+    let total = forward[length];
+    if total == f64::NEG_INFINITY {
+        return total;
+    }
+    for edge in edges {
+        let (s, e) = (edge.start as usize, edge.end as usize);
+        let log_probability = forward[s] + score_of(edge.token) + backward[e] - total;
+        if log_probability > f64::NEG_INFINITY {
+            marginal(edge.token, log_probability.exp());
+        }
+    }
+    total
+}
+
+/// The best path through a lattice ordered by start: (score, tokens), or None when the lattice
+/// does not connect the two ends.
+pub fn best_path(edges: &[Edge], length: usize, score_of: impl Fn(u32) -> f64) -> Option<(f64, Vec<u32>)> {
+    let mut best = vec![f64::NEG_INFINITY; length + 1];
+    let mut back: Vec<usize> = vec![usize::MAX; length + 1];
+    best[0] = 0.0;
+    for (index, edge) in edges.iter().enumerate() {
+        let candidate = best[edge.start as usize] + score_of(edge.token);
+        // Strictly greater: the earliest start (longest last token) keeps a tie.
+        if candidate > best[edge.end as usize] {
+            best[edge.end as usize] = candidate;
+            back[edge.end as usize] = index;
+        }
+    }
+    if best[length] == f64::NEG_INFINITY {
+        return None;
+    }
+    let mut tokens = Vec::new();
+    let mut position = length;
+    while position > 0 {
+        let edge = edges[back[position]];
+        tokens.push(edge.token);
+        position = edge.start as usize;
+    }
+    tokens.reverse();
+    Some((best[length], tokens))
+}
+
+/// A Unigram vocabulary ready to segment: token spellings with their log-probabilities.
+pub struct Viterbi {
+    trie: ByteTrie,
+    root: u32,
+    scores: Vec<f64>,
+}
+
+impl Viterbi {
+    /// `vocab[i]` has log-probability `scores[i]` (finite). All 256 single bytes must be in the
+    /// vocabulary so that every input has a segmentation. A duplicated spelling keeps its first id.
+    pub fn new(vocab: &[Vec<u8>], scores: &[f64]) -> Result<Self, String> {
+        if vocab.len() != scores.len() {
+            return Err(format!("{} tokens but {} scores", vocab.len(), scores.len()));
+        }
+        let mut trie = ByteTrie::new();
+        let root = trie.add_root();
+        for (id, (token, &score)) in vocab.iter().zip(scores).enumerate() {
+            if token.is_empty() {
+                return Err(format!("vocabulary token {id} is empty"));
+            }
+            if !score.is_finite() {
+                return Err(format!("score of token {id} is {score}, expected a finite number"));
+            }
+            trie.insert(root, token, id as u32);
+        }
+        for byte in 0..=255u8 {
+            if trie.get(root, &[byte]).is_none() {
+                return Err(format!("vocabulary lacks the single byte 0x{byte:02x}"));
+            }
+        }
+        Ok(Viterbi { trie, root, scores: scores.to_vec() })
+    }
+
+    pub fn scores(&self) -> &[f64] {
+        &self.scores
+    }
+
+    fn lattice(&self, piece: &[u8], edges: &mut Vec<Edge>) {
+        edges.clear();
+        build_lattice(&self.trie, self.root, piece, |token| self.scores[token as usize], edges);
+    }
+
+    /// Draws one segmentation with probability proportional to exp(alpha · score): forward
+    /// filtering computes each prefix's total weight, then tokens are drawn from the end.
+    pub fn sample(&self, piece: &[u8], alpha: f64, rng: &mut SplitMix64, out: &mut Vec<u32>) {
+        let mut edges = Vec::new();
+        self.lattice(piece, &mut edges);
+        let length = piece.len();
+        let mut forward = vec![f64::NEG_INFINITY; length + 1];
+        forward[0] = 0.0;
+        for edge in &edges {
+            let (s, e) = (edge.start as usize, edge.end as usize);
+            forward[e] = log_add_exp(forward[e], forward[s] + alpha * self.scores[edge.token as usize]);
+        }
+        // Edges grouped by end, each group in start order, so a draw is reproducible.
+        let mut by_end: Vec<Vec<Edge>> = vec![Vec::new(); length + 1];
+        for edge in &edges {
+            by_end[edge.end as usize].push(*edge);
+        }
+        let first = out.len();
+        let mut position = length;
+        while position > 0 {
+            let candidates = &by_end[position];
+            let draw = rng.next_f64();
+            let mut cumulative = 0.0;
+            // Rounding can leave the sum a hair under 1: the last candidate takes the remainder.
+            let mut chosen = candidates[candidates.len() - 1];
+            for edge in candidates {
+                cumulative += (forward[edge.start as usize] + alpha * self.scores[edge.token as usize] - forward[position]).exp();
+                if draw < cumulative {
+                    chosen = *edge;
+                    break;
+                }
+            }
+            out.push(chosen.token);
+            position = chosen.start as usize;
+        }
+        out[first..].reverse();
+    }
+
+    /// The `n` best segmentations of `piece`, best first, all distinct, with their scores. Ties
+    /// in score keep the order of the single best path's tie-break (earliest last-token start).
+    pub fn nbest(&self, piece: &[u8], n: usize) -> Vec<(Vec<u32>, f64)> {
+        if n == 0 {
+            return Vec::new();
+        }
+        let mut edges = Vec::new();
+        self.lattice(piece, &mut edges);
+        let length = piece.len();
+        let mut by_end: Vec<Vec<Edge>> = vec![Vec::new(); length + 1];
+        for edge in &edges {
+            by_end[edge.end as usize].push(*edge);
+        }
+        // best[j]: up to n partial paths ending at j as (score, edge, rank of the path at the
+        // edge's start); distinct (edge, rank) pairs are distinct segmentations.
+        struct Partial {
+            score: f64,
+            edge: Edge,
+            previous: usize,
+        }
+        let mut best: Vec<Vec<Partial>> = Vec::with_capacity(length + 1);
+        best.push(vec![Partial { score: 0.0, edge: Edge { start: 0, end: 0, token: 0 }, previous: 0 }]);
+        for end in 1..=length {
+            let mut candidates = Vec::new();
+            for edge in &by_end[end] {
+                for (rank, partial) in best[edge.start as usize].iter().enumerate() {
+                    candidates.push(Partial { score: partial.score + self.scores[edge.token as usize], edge: *edge, previous: rank });
+                }
+            }
+            candidates.sort_by(|x, y| {
+                y.score
+                    .total_cmp(&x.score)
+                    .then(x.edge.start.cmp(&y.edge.start))
+                    .then(x.previous.cmp(&y.previous))
+            });
+            candidates.truncate(n);
+            best.push(candidates);
+        }
+        best[length]
+            .iter()
+            .enumerate()
+            .map(|(rank, partial)| {
+                let mut tokens = Vec::new();
+                let (mut position, mut rank) = (length, rank);
+                while position > 0 {
+                    let step = &best[position][rank];
+                    tokens.push(step.edge.token);
+                    rank = step.previous;
+                    position = step.edge.start as usize;
+                }
+                tokens.reverse();
+                (tokens, partial.score)
+            })
+            .collect()
+    }
+}
+
+impl Viterbi {
+    /// Viterbi over `piece` into caller-provided buffers of piece.len() + 1 entries.
+    fn best_into(&self, piece: &[u8], best: &mut [f64], back_start: &mut [u32], back_token: &mut [u32], out: &mut Vec<u32>) {
+        let length = piece.len();
+        best.fill(f64::NEG_INFINITY);
+        best[0] = 0.0;
+        for start in 0..length {
+            let base = best[start];
+            if base == f64::NEG_INFINITY {
+                continue;
+            }
+            self.trie.for_each_prefix(self.root, &piece[start..], |token_length, token| {
+                let end = start + token_length;
+                let candidate = base + self.scores[token as usize];
+                // Strictly greater: the earliest start (longest last token) keeps a tie.
+                if candidate > best[end] {
+                    best[end] = candidate;
+                    back_start[end] = start as u32;
+                    back_token[end] = token;
+                }
+            });
+        }
+        let first = out.len();
+        let mut position = length;
+        while position > 0 {
+            out.push(back_token[position]);
+            position = back_start[position] as usize;
+        }
+        out[first..].reverse();
+    }
+}
+
+impl Segmenter for Viterbi {
+    fn segment(&self, piece: &[u8], out: &mut Vec<u32>) {
+        // Most pre-tokens are short: their tables live on the stack, no allocation per piece.
+        const ON_STACK: usize = 64;
+        let size = piece.len() + 1;
+        if size <= ON_STACK {
+            let (mut best, mut back_start, mut back_token) = ([0.0; ON_STACK], [0u32; ON_STACK], [0u32; ON_STACK]);
+            self.best_into(piece, &mut best[..size], &mut back_start[..size], &mut back_token[..size], out);
+        } else {
+            let (mut best, mut back_start, mut back_token) = (vec![0.0; size], vec![0u32; size], vec![0u32; size]);
+            self.best_into(piece, &mut best, &mut back_start, &mut back_token, out);
+        }
+    }
+}

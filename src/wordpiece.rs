@@ -1,0 +1,481 @@
+//! WordPiece training: BPE's greedy loop with a different score. Each round merges the adjacent
+//! pair (a, b) that maximises n(a, b) / (n(a) · n(b)), where n(a, b) counts adjacent occurrences
+//! of the pair and n(a) every occurrence of a, in the current segmentation of the weighted
+//! pre-tokens. Scores are compared exactly (cross-multiplied in 128-bit integers); ties go to the
+//! smallest (left id, right id).
+//!
+//! Ids: 0..255 are the word-initial bytes; with a continuation marker 256..511 are the bytes as
+//! continuations (spelled marker + byte), and learned tokens follow in the order they are
+//! created. A merged token keeps the role of its left part. Its spelling is the marker plus its
+//! bytes for a continuation, its bytes otherwise; a word-initial token may therefore not start
+//! with the marker and be longer than it (it would read as a continuation), and such pairs are
+//! never merged. A merge whose result already exists reuses that id and costs no budget.
+//!
+//! Speed: like BPE, only the words that contain the merged pair are touched. The priority queue
+//! is lazy: an entry stores the three counts it was scored with and is discarded when popped if
+//! any of them changed. Because n(a) and n(b) fall after merging (a, b), every pair that
+//! contains a, b or the new token changes score, so all of those are pushed again.
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+
+use numpy::PyReadonlyArray1;
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use rustc_hash::{FxHashMap, FxHashSet};
+
+use crate::pretokenize::{PreTokenizer, Segment};
+use crate::segment::longest_match::LongestMatch;
+use crate::segment::Segmenter;
+
+type Pair = (u32, u32);
+
+/// A heap entry: a pair with the counts its score was computed from.
+#[derive(Clone, Copy, PartialEq, Eq)]
+struct Candidate {
+    pair_count: u64,
+    left_count: u64,
+    right_count: u64,
+    pair: Pair,
+}
+
+impl Candidate {
+    /// Compares pair_count / (left_count · right_count) exactly; the smaller pair wins a tie.
+    fn compare(&self, other: &Self) -> Ordering {
+        let product = |x: u64, y: u64, z: u64| {
+            (x as u128).checked_mul(y as u128).and_then(|v| v.checked_mul(z as u128))
+        };
+        let ours = product(self.pair_count, other.left_count, other.right_count);
+        let theirs = product(other.pair_count, self.left_count, self.right_count);
+        let by_score = match (ours, theirs) {
+            (Some(a), Some(b)) => a.cmp(&b),
+            // Counts beyond ~6e12 each: fall back to floating point.
+            _ => {
+                let score = |c: &Candidate| {
+                    c.pair_count as f64 / c.left_count as f64 / c.right_count as f64
+                };
+                score(self).total_cmp(&score(other))
+            }
+        };
+        by_score.then_with(|| other.pair.cmp(&self.pair))
+    }
+}
+
+impl Ord for Candidate {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.compare(other)
+    }
+}
+
+impl PartialOrd for Candidate {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+/// The result of training: token spellings by id and the merges in the order applied.
+pub struct WordPieceTraining {
+    pub vocab: Vec<Vec<u8>>,
+    /// (left, right, result) ids; `result` may repeat when a merge reuses an existing token.
+    pub merges: Vec<(u32, u32, u32)>,
+}
+
+struct Trainer<'m> {
+    marker: Option<&'m [u8]>,
+    min_frequency: u64,
+    tokens: Vec<Vec<u8>>,
+    continuation: Vec<bool>,
+    token_ids: FxHashMap<(Vec<u8>, bool), u32>,
+    symbol_count: Vec<u64>,
+    words: Vec<Vec<u32>>,
+    word_count: Vec<u64>,
+    pair_count: FxHashMap<Pair, u64>,
+    pair_words: FxHashMap<Pair, Vec<u32>>,
+    /// For each token, the pairs with a non-zero count it takes part in.
+    partners: Vec<FxHashSet<Pair>>,
+    heap: BinaryHeap<Candidate>,
+}
+
+impl<'m> Trainer<'m> {
+    fn new(words: &[&[u8]], counts: &[u64], marker: Option<&'m [u8]>, min_frequency: u64) -> Self {
+        let mut trainer = Trainer {
+            marker,
+            min_frequency: min_frequency.max(1),
+            tokens: Vec::new(),
+            continuation: Vec::new(),
+            token_ids: FxHashMap::default(),
+            symbol_count: Vec::new(),
+            words: Vec::with_capacity(words.len()),
+            word_count: Vec::with_capacity(words.len()),
+            pair_count: FxHashMap::default(),
+            pair_words: FxHashMap::default(),
+            partners: Vec::new(),
+            heap: BinaryHeap::new(),
+        };
+        let roles: &[bool] = if marker.is_some() { &[false, true] } else { &[false] };
+        for &is_continuation in roles {
+            for byte in 0..=255u8 {
+                trainer.add_token(vec![byte], is_continuation);
+            }
+        }
+        let continuation_base = if marker.is_some() { 256 } else { 0 };
+        for (&word, &count) in words.iter().zip(counts) {
+            if word.is_empty() || count == 0 {
+                continue;
+            }
+            let symbols: Vec<u32> = word
+                .iter()
+                .enumerate()
+                .map(|(i, &b)| if i == 0 { b as u32 } else { continuation_base + b as u32 })
+                .collect();
+            for &symbol in &symbols {
+                trainer.symbol_count[symbol as usize] += count;
+            }
+            let word_index = trainer.words.len() as u32;
+            for pair in symbols.windows(2) {
+                let pair = (pair[0], pair[1]);
+                *trainer.pair_count.entry(pair).or_insert(0) += count;
+                let list = trainer.pair_words.entry(pair).or_default();
+                if list.last() != Some(&word_index) {
+                    list.push(word_index);
+                }
+            }
+            trainer.words.push(symbols);
+            trainer.word_count.push(count);
+        }
+        let pairs: Vec<Pair> = trainer.pair_count.keys().copied().collect();
+        for pair in pairs {
+            trainer.partners[pair.0 as usize].insert(pair);
+            trainer.partners[pair.1 as usize].insert(pair);
+        }
+        trainer.rebuild_heap();
+        trainer
+    }
+
+    fn add_token(&mut self, bytes: Vec<u8>, is_continuation: bool) -> u32 {
+        let id = self.tokens.len() as u32;
+        self.token_ids.insert((bytes.clone(), is_continuation), id);
+        self.tokens.push(bytes);
+        self.continuation.push(is_continuation);
+        self.symbol_count.push(0);
+        self.partners.push(FxHashSet::default());
+        id
+    }
+
+    /// False when merging would give a word-initial token that reads as a continuation.
+    fn allowed(&self, (left, right): Pair) -> bool {
+        let Some(marker) = self.marker else { return true };
+        if self.continuation[left as usize] {
+            return true;
+        }
+        let (a, b) = (&self.tokens[left as usize], &self.tokens[right as usize]);
+        if a.len() + b.len() <= marker.len() {
+            return true;
+        }
+        let in_a = marker.len().min(a.len());
+        !(a[..in_a] == marker[..in_a] && b.starts_with(&marker[in_a..]))
+    }
+
+    fn candidate(&self, pair: Pair) -> Option<Candidate> {
+        let pair_count = *self.pair_count.get(&pair)?;
+        (pair_count >= self.min_frequency && self.allowed(pair)).then(|| Candidate {
+            pair_count,
+            left_count: self.symbol_count[pair.0 as usize],
+            right_count: self.symbol_count[pair.1 as usize],
+            pair,
+        })
+    }
+
+    fn rebuild_heap(&mut self) {
+        let mut pairs: Vec<Pair> = self.pair_count.keys().copied().collect();
+        pairs.sort_unstable();
+        let candidates: Vec<Candidate> = pairs.into_iter().filter_map(|p| self.candidate(p)).collect();
+        self.heap = BinaryHeap::from(candidates);
+    }
+
+    /// The best pair whose heap entry is still current.
+    fn pop_best(&mut self) -> Option<Candidate> {
+        while let Some(top) = self.heap.pop() {
+            if self.candidate(top.pair) == Some(top) {
+                return Some(top);
+            }
+        }
+        None
+    }
+
+    /// Merges every occurrence of `pair` into `merged`, updating all counts and the queue.
+    fn merge(&mut self, pair: Pair, merged: u32) {
+        let (left, right) = pair;
+        let mut affected = self.pair_words.remove(&pair).unwrap_or_default();
+        affected.sort_unstable();
+        affected.dedup();
+        let mut delta: FxHashMap<Pair, i64> = FxHashMap::default();
+        let mut merged_total: u64 = 0;
+        for &word_index in &affected {
+            let word = &self.words[word_index as usize];
+            if !word.windows(2).any(|w| (w[0], w[1]) == pair) {
+                continue; // a stale index entry
+            }
+            let count = self.word_count[word_index as usize];
+            for w in word.windows(2) {
+                *delta.entry((w[0], w[1])).or_insert(0) -= count as i64;
+            }
+            let mut rebuilt = Vec::with_capacity(word.len());
+            let mut i = 0;
+            while i < word.len() {
+                if i + 1 < word.len() && word[i] == left && word[i + 1] == right {
+                    rebuilt.push(merged);
+                    merged_total += count;
+                    i += 2;
+                } else {
+                    rebuilt.push(word[i]);
+                    i += 1;
+                }
+            }
+            for w in rebuilt.windows(2) {
+                let new_pair = (w[0], w[1]);
+                *delta.entry(new_pair).or_insert(0) += count as i64;
+                // Only pairs with the new token are new to this word.
+                if w[0] == merged || w[1] == merged {
+                    let list = self.pair_words.entry(new_pair).or_default();
+                    if list.last() != Some(&word_index) {
+                        list.push(word_index);
+                    }
+                }
+            }
+            self.words[word_index as usize] = rebuilt;
+        }
+        self.symbol_count[left as usize] -= merged_total;
+        self.symbol_count[right as usize] -= merged_total;
+        self.symbol_count[merged as usize] += merged_total;
+
+        let mut changed: Vec<Pair> = Vec::new();
+        let mut delta: Vec<(Pair, i64)> = delta.into_iter().filter(|&(_, d)| d != 0).collect();
+        delta.sort_unstable();
+        for (p, d) in delta {
+            let old = self.pair_count.get(&p).copied().unwrap_or(0);
+            let new = (old as i64 + d) as u64;
+            if new == 0 {
+                self.pair_count.remove(&p);
+                self.pair_words.remove(&p);
+                self.partners[p.0 as usize].remove(&p);
+                self.partners[p.1 as usize].remove(&p);
+            } else {
+                self.pair_count.insert(p, new);
+                if old == 0 {
+                    self.partners[p.0 as usize].insert(p);
+                    self.partners[p.1 as usize].insert(p);
+                }
+                changed.push(p);
+            }
+        }
+        // n(left), n(right) and n(merged) changed, so every pair with them has a new score.
+        for token in [left, right, merged] {
+            changed.extend(self.partners[token as usize].iter().copied());
+        }
+        changed.sort_unstable();
+        changed.dedup();
+        for p in changed {
+            if let Some(c) = self.candidate(p) {
+                self.heap.push(c);
+            }
+        }
+        if self.heap.len() > 4 * self.pair_count.len() + 100_000 {
+            self.rebuild_heap();
+        }
+    }
+}
+
+/// Learns up to `budget` new tokens from weighted pre-tokens (see the module comment); only
+/// pairs that occur at least `min_frequency` times are merged.
+pub fn train(
+    words: &[&[u8]],
+    counts: &[u64],
+    budget: usize,
+    marker: Option<&[u8]>,
+    min_frequency: u64,
+) -> WordPieceTraining {
+    let marker = marker.filter(|m| !m.is_empty());
+    let mut trainer = Trainer::new(words, counts, marker, min_frequency);
+    let mut learned = 0;
+    let mut merges = Vec::new();
+    while learned < budget {
+        let Some(best) = trainer.pop_best() else { break };
+        let (left, right) = best.pair;
+        let mut bytes = trainer.tokens[left as usize].clone();
+        bytes.extend_from_slice(&trainer.tokens[right as usize]);
+        let is_continuation = trainer.continuation[left as usize];
+        let merged = match trainer.token_ids.get(&(bytes.clone(), is_continuation)) {
+            Some(&existing) => existing,
+            None => {
+                learned += 1;
+                trainer.add_token(bytes, is_continuation)
+            }
+        };
+        merges.push((left, right, merged));
+        trainer.merge(best.pair, merged);
+    }
+    let vocab = trainer
+        .tokens
+        .iter()
+        .zip(&trainer.continuation)
+        .map(|(bytes, &is_continuation)| match (is_continuation, marker) {
+            (true, Some(m)) => [m, &bytes[..]].concat(),
+            _ => bytes.clone(),
+        })
+        .collect();
+    WordPieceTraining { vocab, merges }
+}
+
+/// The pre-tokens of a `WordCounts` (flat data, offsets, counts) as slices, checked.
+pub(crate) fn word_slices<'a>(data: &'a [u8], offsets: &[i64], counts: &[u64]) -> PyResult<Vec<&'a [u8]>> {
+    if offsets.len() != counts.len() + 1 {
+        return Err(PyValueError::new_err(format!(
+            "WordCounts has {} offsets for {} counts, expected counts + 1",
+            offsets.len(),
+            counts.len()
+        )));
+    }
+    let mut words = Vec::with_capacity(counts.len());
+    for (i, bounds) in offsets.windows(2).enumerate() {
+        let (start, end) = (bounds[0], bounds[1]);
+        if start < 0 || end < start || end as usize > data.len() {
+            return Err(PyValueError::new_err(format!(
+                "WordCounts offsets[{i}..{}] = {start}..{end} out of order or beyond the {} data bytes",
+                i + 1,
+                data.len()
+            )));
+        }
+        words.push(&data[start as usize..end as usize]);
+    }
+    Ok(words)
+}
+
+/// Special tokens as (bytes, id), ids outside the ordinary vocabulary.
+pub(crate) struct SpecialTokens {
+    tokens: Vec<(Vec<u8>, u32)>,
+    by_id: FxHashMap<u32, usize>,
+}
+
+impl SpecialTokens {
+    pub(crate) fn new(tokens: Vec<(Vec<u8>, u32)>, vocab_size: usize) -> PyResult<Self> {
+        let mut by_id = FxHashMap::default();
+        for (index, (bytes, id)) in tokens.iter().enumerate() {
+            if bytes.is_empty() || (*id as usize) < vocab_size || by_id.insert(*id, index).is_some() {
+                return Err(PyValueError::new_err(format!(
+                    "special token {index} ({bytes:?}, id {id}) must be non-empty with a distinct id of at least {vocab_size}"
+                )));
+            }
+        }
+        Ok(SpecialTokens { tokens, by_id })
+    }
+
+    pub(crate) fn texts(&self) -> Vec<Vec<u8>> {
+        self.tokens.iter().map(|(bytes, _)| bytes.clone()).collect()
+    }
+
+    pub(crate) fn id(&self, index: usize) -> u32 {
+        self.tokens[index].1
+    }
+}
+
+/// Pre-tokenises `text` and segments each piece; the text of a special token becomes its id.
+pub(crate) fn encode_text(
+    pretokenizer: &PreTokenizer,
+    segmenter: &dyn Segmenter,
+    specials: &SpecialTokens,
+    text: &[u8],
+) -> Vec<u32> {
+    let mut out = Vec::with_capacity(text.len() / 3 + 1);
+    pretokenizer.for_each_segment(text, |segment| match segment {
+        Segment::Text(t) => pretokenizer.for_each_piece(t, |piece| segmenter.segment(piece, &mut out)),
+        Segment::Special(index) => out.push(specials.id(index)),
+    });
+    out
+}
+
+/// Bytes of `ids` under a decode table, special tokens included.
+pub(crate) fn decode_ids(table: &[Vec<u8>], specials: &SpecialTokens, ids: &[u32]) -> PyResult<Vec<u8>> {
+    let mut out = Vec::new();
+    for (position, &id) in ids.iter().enumerate() {
+        if let Some(bytes) = table.get(id as usize) {
+            out.extend_from_slice(bytes);
+        } else if let Some(&index) = specials.by_id.get(&id) {
+            out.extend_from_slice(&specials.tokens[index].0);
+        } else {
+            return Err(PyValueError::new_err(format!(
+                "token id {id} at position {position} out of range: no token or special token has it"
+            )));
+        }
+    }
+    Ok(out)
+}
+
+#[pyfunction]
+#[pyo3(name = "train_wordpiece", signature = (data, offsets, counts, budget, continuation_marker=None, min_frequency=1))]
+fn py_train_wordpiece<'py>(
+    py: Python<'py>,
+    data: &[u8],
+    offsets: PyReadonlyArray1<'py, i64>,
+    counts: PyReadonlyArray1<'py, u64>,
+    budget: usize,
+    continuation_marker: Option<Vec<u8>>,
+    min_frequency: u64,
+) -> PyResult<(Vec<Bound<'py, PyBytes>>, Vec<(u32, u32, u32)>)> {
+    let (offsets, counts) = (offsets.as_slice()?, counts.as_slice()?);
+    let words = word_slices(data, offsets, counts)?;
+    let training = py.detach(|| train(&words, counts, budget, continuation_marker.as_deref(), min_frequency));
+    let vocab = training.vocab.iter().map(|t| PyBytes::new(py, t)).collect();
+    Ok((vocab, training.merges))
+}
+
+/// A WordPiece vocabulary with its pre-tokeniser, for encoding until the shared `Encoder` takes
+/// the `longest_match` segmenter.
+#[pyclass(name = "WordPieceModel", module = "polytok._core", frozen)]
+pub struct PyWordPieceModel {
+    segmenter: LongestMatch,
+    pretokenizer: PreTokenizer,
+    specials: SpecialTokens,
+}
+
+#[pymethods]
+impl PyWordPieceModel {
+    #[new]
+    #[pyo3(signature = (vocab, continuation_marker=None, pattern=None, special_tokens=Vec::new()))]
+    fn new(
+        vocab: Vec<Vec<u8>>,
+        continuation_marker: Option<Vec<u8>>,
+        pattern: Option<&str>,
+        special_tokens: Vec<(Vec<u8>, u32)>,
+    ) -> PyResult<Self> {
+        let marker = continuation_marker.filter(|m| !m.is_empty());
+        let segmenter = LongestMatch::new(&vocab, marker.as_deref()).map_err(PyValueError::new_err)?;
+        let specials = SpecialTokens::new(special_tokens, vocab.len())?;
+        let pretokenizer = PreTokenizer::new(pattern, specials.texts()).map_err(PyValueError::new_err)?;
+        Ok(PyWordPieceModel { segmenter, pretokenizer, specials })
+    }
+
+    /// The ids of one pre-token.
+    fn segment(&self, piece: &[u8]) -> Vec<u32> {
+        let mut out = Vec::new();
+        self.segmenter.segment(piece, &mut out);
+        out
+    }
+
+    /// Pre-tokenises and segments `text`; the text of a special token becomes its id.
+    fn encode(&self, py: Python<'_>, text: &[u8]) -> Vec<u32> {
+        py.detach(|| encode_text(&self.pretokenizer, &self.segmenter, &self.specials, text))
+    }
+
+    /// The bytes of `ids`, continuation markers removed.
+    fn decode<'py>(&self, py: Python<'py>, ids: Vec<u32>) -> PyResult<Bound<'py, PyBytes>> {
+        let bytes = decode_ids(self.segmenter.decode_table(), &self.specials, &ids)?;
+        Ok(PyBytes::new(py, &bytes))
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(py_train_wordpiece, m)?)?;
+    m.add_class::<PyWordPieceModel>()?;
+    Ok(())
+}
