@@ -673,3 +673,19 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyUnigramModel>()?;
     Ok(())
 }
+
+#[pymethods]
+impl crate::segment::encoder::Encoder {
+    /// A Unigram encoder: the Viterbi path, maximising the sum of the tokens' log-probabilities.
+    #[staticmethod]
+    #[pyo3(signature = (pattern, vocab, scores, special_tokens))]
+    fn viterbi(
+        pattern: Option<&str>,
+        vocab: Vec<Vec<u8>>,
+        scores: Vec<f64>,
+        special_tokens: Vec<(Vec<u8>, u32)>,
+    ) -> PyResult<Self> {
+        let segmenter = Viterbi::new(&vocab, &scores).map_err(PyValueError::new_err)?;
+        Ok(Self::from_parts(pattern, Box::new(segmenter), vocab, special_tokens)?)
+    }
+}

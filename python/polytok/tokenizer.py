@@ -374,8 +374,26 @@ def _freeze(special: SpecialSet) -> Any:
 def _merges_encoder(tokenizer: Tokenizer) -> Any:
     """BPE: replay the merge list, or without one use tiktoken's rule with rank = id."""
     triples = None if tokenizer.merges is None else _merge_triples(tokenizer.vocab, tokenizer.merges)
-    specials = [(text.encode("utf-8"), token_id) for text, token_id in tokenizer.special_tokens.items()]
-    return _core.Encoder.merges(tokenizer.pattern, tokenizer.vocab, triples, specials)
+    return _core.Encoder.merges(tokenizer.pattern, tokenizer.vocab, triples, _special_pairs(tokenizer))
+
+
+def _special_pairs(tokenizer: Tokenizer) -> list[tuple[bytes, int]]:
+    return [(text.encode("utf-8"), token_id) for text, token_id in tokenizer.special_tokens.items()]
+
+
+@register_segmenter("longest_match")
+def _longest_match_encoder(tokenizer: Tokenizer) -> Any:
+    """WordPiece: greedy longest prefix; continuation tokens carry the marker in `vocab`."""
+    marker = tokenizer.continuation_marker.encode("utf-8") if tokenizer.continuation_marker else None
+    return _core.Encoder.longest_match(tokenizer.pattern, tokenizer.vocab, marker, _special_pairs(tokenizer))
+
+
+@register_segmenter("viterbi")
+def _viterbi_encoder(tokenizer: Tokenizer) -> Any:
+    """Unigram: the segmentation of largest total log-probability (`scores`)."""
+    if tokenizer.scores is None or len(tokenizer.scores) != len(tokenizer.vocab):
+        raise ValueError("a viterbi tokeniser needs one score per token")
+    return _core.Encoder.viterbi(tokenizer.pattern, tokenizer.vocab, tokenizer.scores, _special_pairs(tokenizer))
 
 
 def _merge_triples(vocab: list[bytes], merges: list[tuple[int, int]]) -> list[tuple[int, int, int]]:

@@ -13,12 +13,16 @@ from polytok.counts import WordCounts
 from polytok.errors import ConfigError
 from polytok.pretokenize import resolve_pattern
 from polytok.trainers.bpe import check_special_tokens, merge_budget, train_bpe
+from polytok.trainers.unigram import train_unigram
+from polytok.trainers.wordpiece import train_wordpiece
 
 if TYPE_CHECKING:
     from polytok.tokenizer import Tokenizer
 
 TRAINERS: dict[str, Callable[..., "Tokenizer"]] = {
     "bpe": train_bpe,
+    "unigram": train_unigram,
+    "wordpiece": train_wordpiece,
 }
 
 # Options that say how to read a corpus; they go to `polytok.count`, not to the trainer.
