@@ -2,6 +2,8 @@
 //! (pre-tokeniser + segmenter + special tokens) is the Python-facing object that drives them.
 use pyo3::prelude::*;
 
+pub mod shortest_path;
+
 /// Cuts one pre-token (never empty, never containing a special token) into token ids.
 pub trait Segmenter: Send + Sync {
     fn segment(&self, piece: &[u8], out: &mut Vec<u32>);
