@@ -146,6 +146,17 @@ def test_pdlp_bound_within_half_a_percent_of_simplex():
         assert exact * 0.995 <= bound <= exact + 1e-6
 
 
+def test_interrupted_solve_still_gives_a_valid_bound():
+    pytest.importorskip("ortools")
+    counts = excerpt_counts(2000)
+    graph = TokenisationGraph(counts)
+    lp = graph.linear_program(48)
+    exact = solve(lp, "highs").objective
+    stopped = solve(lp, "pdlp", time_limit=0.01, threads=1)
+    assert stopped.status != "OPTIMAL"
+    assert certify_on_full_graph(graph, lp, stopped.duals, 48).bound <= exact
+
+
 def test_cuopt_bound_matches_simplex():
     from polytok.lp.solvers import available
 

@@ -10,6 +10,7 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
+from tqdm.auto import tqdm
 
 from polytok.errors import ConfigError
 from polytok.lp.bound import (
@@ -50,6 +51,7 @@ def relax(
     solver: str = "auto",
     min_frequency: int = 1,
     max_token_bytes: int | None = None,
+    initial_colours: int | None = None,
     rounds: int = 0,
     time_limit: float | None = None,
     tolerance: float = 1e-4,
@@ -57,9 +59,10 @@ def relax(
     progress: bool = False,
 ) -> Relaxation:
     """Solves the LP over candidate colours (weighted frequency >= min_frequency, at most
-    max_token_bytes bytes), then up to `rounds` times adds the left-out colours whose price on
-    the full graph exceeds the K-th largest LP colour price (they could lower the LP) and
-    solves again. `time_limit` bounds each solve."""
+    max_token_bytes bytes and, with `initial_colours`, only that many of largest potential
+    saving frequency x (length - 1)), then up to `rounds` times adds the left-out colours whose
+    price on the full graph exceeds the K-th largest LP colour price (they could lower the LP)
+    and solves again. `time_limit` bounds each solve."""
     if budget < 0:
         raise ConfigError(f"the budget K must be >= 0, got {budget}")
     start = time.perf_counter()
@@ -68,11 +71,20 @@ def relax(
         if max_token_bytes < 2:
             raise ConfigError(f"max_token_bytes must be at least 2 or None, got {max_token_bytes}")
         candidate &= graph.colour_lengths <= max_token_bytes
+    if initial_colours is not None and initial_colours < int(candidate.sum()):
+        # The potential saving is a colour's full-graph price at zero duals: the amount by which
+        # it could shorten the paths if every occurrence were used.
+        saving = np.where(candidate, graph.colour_frequencies * (graph.colour_lengths - 1.0), -1.0)
+        order = np.lexsort((np.arange(graph.num_colours), -saving))
+        candidate = np.zeros(graph.num_colours, dtype=bool)
+        candidate[order[:initial_colours]] = True
     history: list[dict] = []
+    bar = tqdm(total=rounds + 1, desc=f"ConvexTok LP (K={budget})", unit="solve", disable=not progress)
     for round_number in range(rounds + 1):
         lp = graph.linear_program_over(budget, candidate)
-        solution = solve(lp, solver, time_limit=time_limit, tolerance=tolerance,
-                         threads=threads, progress=progress)
+        bar.set_postfix(variables=lp.shape[1], nonzeros=lp.matrix.nnz)
+        solution = solve(lp, solver, time_limit=time_limit, tolerance=tolerance, threads=threads)
+        bar.update()
         excess = dropped_colour_excess(graph, lp, solution.duals, budget)
         if max_token_bytes is not None:
             excess[graph.colour_lengths > max_token_bytes] = 0.0
@@ -81,9 +93,11 @@ def relax(
             "seconds": round(solution.seconds, 3), "iterations": solution.iterations,
             "objective": solution.objective, "improving_colours": int(np.count_nonzero(excess)),
         })
+        bar.set_postfix(status=solution.status, improving_colours=history[-1]["improving_colours"])
         if round_number == rounds or not excess.any():
             break
         candidate = candidate | (excess > 0)
+    bar.close()
     colour_values = np.zeros(graph.num_colours)
     colour_values[lp.colours] = np.clip(solution.primal[lp.colour_columns], 0.0, 1.0)
     return Relaxation(graph, lp, solution, colour_values, history, time.perf_counter() - start)

@@ -86,6 +86,7 @@ def fit_convex(
     solver: str = "auto",
     max_token_bytes: int | None = None,
     min_frequency: int = 1,
+    initial_colours: int | None = None,
     rounds: int = 2,
     time_limit: float | None = None,
     tolerance: float = 1e-4,
@@ -104,7 +105,7 @@ def fit_convex(
     seconds["graph"] = time.perf_counter() - start
     relaxation = relax(
         graph, budget, solver=solver, min_frequency=min_frequency, max_token_bytes=max_token_bytes,
-        rounds=rounds, time_limit=time_limit, tolerance=tolerance, threads=threads, progress=progress,
+        initial_colours=initial_colours, rounds=rounds, time_limit=time_limit, tolerance=tolerance, threads=threads, progress=progress,
     )
     seconds["solve"] = relaxation.seconds
     start = time.perf_counter()
@@ -138,13 +139,16 @@ def train_convex(
     solver: str = "auto",
     max_token_bytes: int | None = None,
     min_frequency: int = 1,
+    initial_colours: int | str | None = "auto",
     rounds: int = 2,
     time_limit: float | None = None,
     tolerance: float = 1e-4,
     progress: bool = False,
 ):
     """Trains a ConvexTok tokeniser of `vocab_size` ids (256 bytes + K learned + specials) and
-    attaches its certificate (bound, gap, solver status) to it."""
+    attaches its certificate (bound, gap, solver status) to it. By default the first LP holds
+    the 4K colours of largest potential saving and `rounds` of column generation add the
+    colours that would lower it (initial_colours=None: every colour from the start)."""
     from polytok.certify import Certificate
 
     special_tokens = list(special_tokens or [])
@@ -153,9 +157,11 @@ def train_convex(
         raise ConfigError(
             f"vocab_size={vocab_size} is below 256 bytes + {len(special_tokens)} special tokens"
         )
+    if initial_colours == "auto":
+        initial_colours = max(4 * budget, 1024)
     fit = fit_convex(
         counts, budget, roundings=(rounding,), solver=solver, max_token_bytes=max_token_bytes,
-        min_frequency=min_frequency, rounds=rounds, time_limit=time_limit, tolerance=tolerance,
+        min_frequency=min_frequency, initial_colours=initial_colours, rounds=rounds, time_limit=time_limit, tolerance=tolerance,
         progress=progress,
     )
     solution = fit.relaxation.solution
@@ -167,7 +173,8 @@ def train_convex(
     vocabulary = single_bytes() + fit.vocabularies[rounding]
     training = {
         "algorithm": "convex", "budget": budget, "rounding": rounding, "solver": solution.solver,
-        "min_frequency": min_frequency, "max_token_bytes": max_token_bytes, "rounds": fit.relaxation.rounds,
+        "min_frequency": min_frequency, "max_token_bytes": max_token_bytes,
+        "initial_colours": initial_colours, "rounds": fit.relaxation.rounds,
         "tolerance": tolerance, "seconds": fit.seconds, "pre_tokens": len(counts),
     }
     return _make_tokenizer(vocabulary, counts.pattern, special_tokens, training, certificate.to_dict())
