@@ -89,7 +89,8 @@ def bpe_tokens(counts, budget: int) -> tuple[int, float]:
     return tokens, time.perf_counter() - start
 
 
-def run_one(size: int, budget: int, solver: str, rounds: int, initial: int | None, time_limit: float | None) -> dict:
+def run_one(size: int, budget: int, solver: str, rounds: int, initial: int | None, time_limit: float | None,
+            steps: int) -> dict:
     """One configuration, in this (child) process."""
     from polytok.trainers.convex import fit_convex
 
@@ -97,7 +98,7 @@ def run_one(size: int, budget: int, solver: str, rounds: int, initial: int | Non
     wall, cpu = time.perf_counter(), time.process_time()
     fit = fit_convex(
         counts, budget, roundings=("det", "bias", "int", "price"), solver=solver,
-        initial_colours=initial, rounds=rounds, time_limit=time_limit, threads=2,
+        initial_colours=initial, rounds=rounds, time_limit=time_limit, threads=2, subgradient_steps=steps,
     )
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
     first = fit.relaxation.rounds[0]
@@ -117,7 +118,7 @@ def run_one(size: int, budget: int, solver: str, rounds: int, initial: int | Non
 
 
 def child(args) -> None:
-    result = run_one(args.size, args.budget, args.solver, args.rounds, args.initial, args.time_limit)
+    result = run_one(args.size, args.budget, args.solver, args.rounds, args.initial, args.time_limit, args.steps)
     if args.bpe:
         result["tokens"]["bpe"], result["bpe_seconds"] = bpe_tokens(word_counts(args.size), args.budget)
     print("RESULT " + json.dumps(result))
@@ -131,7 +132,8 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=2)
     parser.add_argument("--initial-per-budget", type=float, default=4.0,
                         help="first LP holds this many x K colours of largest potential saving (0: all)")
-    parser.add_argument("--time-limit", type=float, default=None)
+    parser.add_argument("--time-limit", type=float, default=None, help="seconds per LP solve")
+    parser.add_argument("--steps", type=int, default=5, help="subgradient steps on the full graph")
     parser.add_argument("--json", default=None)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--size", type=int)
@@ -153,7 +155,7 @@ def main() -> None:
             for index, solver in enumerate(args.solvers.split(",")):
                 initial = int(args.initial_per_budget * budget) if args.initial_per_budget > 0 else None
                 command = [sys.executable, __file__, "--child", "--size", str(size), "--budget", str(budget),
-                           "--solver", solver, "--rounds", str(args.rounds)]
+                           "--solver", solver, "--rounds", str(args.rounds), "--steps", str(args.steps)]
                 if initial is not None:
                     command += ["--initial", str(initial)]
                 if args.time_limit is not None:

@@ -88,16 +88,19 @@ def certify(
     *,
     solver: str = "auto",
     min_frequency: int = 1,
+    initial_colours: int | str | None = "auto",
     rounds: int = 2,
     time_limit: float | None = None,
     tolerance: float = 1e-4,
-    steps: int = 5,
+    steps: int = 30,
     progress: bool = False,
 ) -> Certificate:
     """The certified bound for `tokenizer`'s budget on `corpus` (a WordCounts, or anything
-    `polytok.count` reads), its own token count and its shortest-path count, with gaps in %."""
+    `polytok.count` reads), its own token count and its shortest-path count, with gaps in %.
+    The solve options are those of `polytok.lp.relax`; none of them can make the bound invalid,
+    only weaker."""
     from polytok.lp import TokenisationGraph, relax
-    from polytok.trainers.convex import shortest_path_tokens
+    from polytok.trainers.convex import default_initial_colours, shortest_path_tokens
 
     start = time.perf_counter()
     specials = list(getattr(tokenizer, "special_tokens", None) or [])
@@ -107,8 +110,11 @@ def certify(
     budget = len({token for token in vocabulary if len(token) > 1})
     path_tokens = shortest_path_tokens(sorted(set(vocabulary) | _single_bytes()), counts)
     graph = TokenisationGraph(counts)
-    relaxation = relax(graph, budget, solver=solver, min_frequency=min_frequency, rounds=rounds,
-                       time_limit=time_limit, tolerance=tolerance, progress=progress)
+    if initial_colours == "auto":
+        initial_colours = default_initial_colours(budget)
+    relaxation = relax(graph, budget, solver=solver, min_frequency=min_frequency,
+                       initial_colours=initial_colours, rounds=rounds, time_limit=time_limit,
+                       tolerance=tolerance, progress=progress)
     full = relaxation.certify(upper_bound=path_tokens, steps=steps)
     solution = relaxation.solution
     return Certificate.from_counts(
