@@ -32,8 +32,7 @@ class Relaxation:
     lp: LinearProgram = field(repr=False)
     solution: Solution
     colour_values: np.ndarray = field(repr=False)
-    """LP value c_t of every full-graph colour (0 for colours outside the reduced LP), from the
-    last round that converged (else the last round)."""
+    """LP value c_t of every full-graph colour (0 for colours outside the reduced LP)."""
     rounds: list[dict]
     seconds: float
 
@@ -63,11 +62,7 @@ def relax(
     max_token_bytes bytes and, with `initial_colours`, only that many of largest potential
     saving frequency x (length - 1)), then up to `rounds` times adds the left-out colours whose
     price on the full graph exceeds the K-th largest LP colour price (they could lower the LP)
-    and solves again. `time_limit` bounds each solve.
-
-    Rounding reads the colour values of the last round that converged: on the 5 MB benchmark a
-    larger round stopped by the time limit had a far worse primal point than the converged
-    smaller one. Certification uses the last round's duals (valid whether converged or not)."""
+    and solves again. `time_limit` bounds each solve; the duals of a stopped solve still certify."""
     if budget < 0:
         raise ConfigError(f"the budget K must be >= 0, got {budget}")
     start = time.perf_counter()
@@ -84,16 +79,12 @@ def relax(
         candidate = np.zeros(graph.num_colours, dtype=bool)
         candidate[order[:initial_colours]] = True
     history: list[dict] = []
-    colour_values: np.ndarray | None = None
     bar = tqdm(total=rounds + 1, desc=f"ConvexTok LP (K={budget})", unit="solve", disable=not progress)
     for round_number in range(rounds + 1):
         lp = graph.linear_program_over(budget, candidate)
         bar.set_postfix(variables=lp.shape[1], nonzeros=lp.matrix.nnz)
         solution = solve(lp, solver, time_limit=time_limit, tolerance=tolerance, threads=threads)
         bar.update()
-        if solution.status.lower() == "optimal" or colour_values is None:
-            colour_values = np.zeros(graph.num_colours)
-            colour_values[lp.colours] = np.clip(solution.primal[lp.colour_columns], 0.0, 1.0)
         excess = dropped_colour_excess(graph, lp, solution.duals, budget)
         if max_token_bytes is not None:
             excess[graph.colour_lengths > max_token_bytes] = 0.0
@@ -107,6 +98,8 @@ def relax(
             break
         candidate = candidate | (excess > 0)
     bar.close()
+    colour_values = np.zeros(graph.num_colours)
+    colour_values[lp.colours] = np.clip(solution.primal[lp.colour_columns], 0.0, 1.0)
     return Relaxation(graph, lp, solution, colour_values, history, time.perf_counter() - start)
 
 

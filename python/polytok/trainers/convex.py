@@ -125,15 +125,27 @@ def fit_convex(
         tokens[rounding] = shortest_path_tokens(single_bytes() + vocabularies[rounding], counts)
     seconds["round"] = time.perf_counter() - start
     start = time.perf_counter()
+    if "price" in roundings:
+        # Price rounding at the solver's own prices first: a good target for the subgradient
+        # steps when the LP point (and so Det) is poor, e.g. after a time-limited solve.
+        first = relaxation.certify(steps=0)
+        _add_price_rounding(first.colour_prices, relaxation, budget, counts, vocabularies, tokens)
     best_known = min(tokens.values()) if tokens else None
     certificate = relaxation.certify(upper_bound=best_known, steps=subgradient_steps)
     if "price" in roundings:
-        chosen = round_colours(relaxation, "price", budget, prices=certificate.colour_prices)
-        vocabularies["price"] = graph.colour_bytes(chosen)
-        tokens["price"] = shortest_path_tokens(single_bytes() + vocabularies["price"], counts)
+        _add_price_rounding(certificate.colour_prices, relaxation, budget, counts, vocabularies, tokens)
     seconds["certify"] = time.perf_counter() - start
     return ConvexFit(relaxation, certificate.bound, budget, graph.covers(budget), vocabularies,
                      tokens, certificate.history, seconds)
+
+
+def _add_price_rounding(prices, relaxation, budget, counts, vocabularies, tokens) -> None:
+    """Records the price rounding at `prices` if it beats the one already recorded."""
+    chosen = round_colours(relaxation, "price", budget, prices=prices)
+    vocabulary = relaxation.graph.colour_bytes(chosen)
+    count = shortest_path_tokens(single_bytes() + vocabulary, counts)
+    if "price" not in tokens or count < tokens["price"]:
+        vocabularies["price"], tokens["price"] = vocabulary, count
 
 
 def train_convex(
