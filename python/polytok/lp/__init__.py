@@ -36,11 +36,11 @@ class Relaxation:
     rounds: list[dict]
     seconds: float
 
-    def certify(self, upper_bound: float | None = None, steps: int = 5) -> FullGraphCertificate:
+    def certify(self, upper_bound: float | None = None, steps: int = 5, observe=None) -> FullGraphCertificate:
         """A certified bound on the full graph from this solve's duals (see bound.py)."""
         return certify_on_full_graph(
             self.graph, self.lp, self.solution.duals, self.lp.budget,
-            upper_bound=upper_bound, steps=steps,
+            upper_bound=upper_bound, steps=steps, observe=observe,
         )
 
 

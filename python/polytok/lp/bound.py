@@ -19,6 +19,7 @@ Both are evaluated in float64 and lowered by a margin covering the rounding erro
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Callable
 
 import numpy as np
 
@@ -160,6 +161,7 @@ def certify_on_full_graph(
     *,
     upper_bound: float | None = None,
     steps: int = 5,
+    observe: Callable[[np.ndarray], None] | None = None,
 ) -> FullGraphCertificate:
     """A bound on the full graph from the duals of a (possibly reduced or capped) LP solve.
 
@@ -167,9 +169,12 @@ def certify_on_full_graph(
     merged segment. Dropped edges are priced so they never undercut the path they skip; each
     dropped colour's total is then capped at the K-th largest LP colour price, so it cannot
     enter the top-K sum. `steps` Polyak subgradient steps towards `upper_bound` (a known token
-    count, e.g. of a rounded tokeniser) then raise the bound; the best value is returned."""
+    count, e.g. of a rounded tokeniser) then raise the bound; the best value is returned.
+    `observe` is called with the colour prices M_t of every point evaluated (price rounding)."""
     prices, _ = _full_graph_prices(graph, lp, duals, budget, cap=True)
     current = lagrangian(graph, prices, budget)
+    if observe is not None:
+        observe(current.colour_prices)
     best, best_prices = current, prices
     history = [current.bound]
     # Polyak steps lambda (UB - L) / |g|^2 along the subgradient g_e = f_e - c_colour(e); a step
@@ -184,6 +189,8 @@ def certify_on_full_graph(
             break
         prices = np.maximum(best_prices + scale * (upper_bound - best.value) / norm * direction, 0.0)
         current = lagrangian(graph, prices, budget)
+        if observe is not None:
+            observe(current.colour_prices)
         history.append(current.bound)
         if current.bound > best.bound:
             best, best_prices = current, prices

@@ -125,15 +125,17 @@ def fit_convex(
         tokens[rounding] = shortest_path_tokens(single_bytes() + vocabularies[rounding], counts)
     seconds["round"] = time.perf_counter() - start
     start = time.perf_counter()
+    observe = None
     if "price" in roundings:
-        # Price rounding at the solver's own prices first: a good target for the subgradient
-        # steps when the LP point (and so Det) is poor, e.g. after a time-limited solve.
-        first = relaxation.certify(steps=0)
-        _add_price_rounding(first.colour_prices, relaxation, budget, counts, vocabularies, tokens)
+        # Price rounding at every point the certification evaluates, keeping the best; the one
+        # at the solver's own prices is the subgradient target when the LP point (and so Det)
+        # is poor, e.g. after a time-limited solve.
+        def observe(prices: np.ndarray) -> None:
+            _add_price_rounding(prices, relaxation, budget, counts, vocabularies, tokens)
+
+        relaxation.certify(steps=0, observe=observe)
     best_known = min(tokens.values()) if tokens else None
-    certificate = relaxation.certify(upper_bound=best_known, steps=subgradient_steps)
-    if "price" in roundings:
-        _add_price_rounding(certificate.colour_prices, relaxation, budget, counts, vocabularies, tokens)
+    certificate = relaxation.certify(upper_bound=best_known, steps=subgradient_steps, observe=observe)
     seconds["certify"] = time.perf_counter() - start
     return ConvexFit(relaxation, certificate.bound, budget, graph.covers(budget), vocabularies,
                      tokens, certificate.history, seconds)
