@@ -71,12 +71,6 @@ class LinearProgram:
     def capacity_rows(self) -> slice:
         return slice(self.num_flow_rows, self.num_flow_rows + self.num_priced)
 
-    def with_budget(self, budget: int) -> "LinearProgram":
-        """The same LP with another budget K (only the last row bound changes)."""
-        row_upper = self.row_upper.copy()
-        row_upper[-1] = budget
-        return LinearProgram(**{**self.__dict__, "row_upper": row_upper, "budget": budget})
-
     def size(self) -> dict[str, int]:
         """Variables, constraints and non-zeros, for reports."""
         rows, columns = self.matrix.shape

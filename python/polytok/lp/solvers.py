@@ -54,7 +54,8 @@ def available(solver: str) -> bool:
 
 
 def _gpu_present() -> bool:
-    return bool(os.environ.get("CUDA_VISIBLE_DEVICES", "x")) and shutil.which("nvidia-smi") is not None
+    """A CUDA driver is installed and devices are not hidden (CUDA_VISIBLE_DEVICES="")."""
+    return os.environ.get("CUDA_VISIBLE_DEVICES") != "" and shutil.which("nvidia-smi") is not None
 
 
 def resolve(solver: str) -> str:
@@ -81,8 +82,9 @@ def solve(
     threads: int | None = None,
     progress: bool = False,
 ) -> Solution:
-    """Solves `lp` with the named backend; `tolerance` is the relative optimality tolerance
-    (first-order methods) or feasibility tolerance (simplex)."""
+    """Solves `lp` with the named backend. `tolerance` is the relative optimality tolerance of
+    IPM and the first-order methods (simplex solves to its own defaults); `time_limit` stops the
+    solve (its duals still certify a bound); `progress` prints the solver's own log."""
     backend = resolve(solver)
     start = time.perf_counter()
     if backend.startswith("highs"):
