@@ -1,5 +1,557 @@
+//! The tokenisation graph of a counted corpus (ConvexTok, section 3), as flat arrays.
+//!
+//! Every unique pre-token w (count n_w, length L) has nodes 0..L, a free byte edge (i, i+1) and a
+//! priced token edge (i, j) for 2 <= j - i <= max_token_bytes, coloured by the substring w[i..j].
+//! Colours are shared across pre-tokens. This module owns two hot loops:
+//!
+//! * building the *reduced* LP (candidate colours only, cut into independent segments, identical
+//!   segments merged, byte chains contracted) as flat edge arrays for `polytok.lp.graph`;
+//! * evaluating the Lagrangian bound on the *full* graph: one shortest path per pre-token with
+//!   edge costs n_w + mu_e, in parallel (fixed-order sums, so independent of the thread count).
+use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict};
+use rayon::prelude::*;
+use rustc_hash::FxHashMap;
 
-pub fn register(_m: &Bound<'_, PyModule>) -> PyResult<()> {
+/// Marks a full-graph edge whose colour is not in the reduced LP.
+const DROPPED: u32 = u32::MAX;
+
+pub struct TokenGraph {
+    data: Vec<u8>,
+    offsets: Vec<usize>,
+    counts: Vec<u64>,
+    max_len: usize,
+    /// First full-graph edge of each pre-token (n + 1 entries); edges of a pre-token are in
+    /// order (i ascending, then j ascending).
+    edge_start: Vec<usize>,
+    edge_colour: Vec<u32>,
+    /// Each colour is the substring data[colour_start .. colour_start + colour_len] (its first
+    /// occurrence).
+    colour_start: Vec<usize>,
+    colour_len: Vec<u32>,
+    /// Sum of n_w over every occurrence of the colour as an edge.
+    colour_frequency: Vec<u64>,
+    /// Reduced-LP priced edge of each full edge, or DROPPED; set by `reduced_lp`.
+    edge_lp: Vec<u32>,
+    /// Weight (merged count) of the segment each reduced-LP priced edge belongs to.
+    lp_edge_weight: Vec<f64>,
+}
+
+/// The reduced LP: free and priced edges of the merged segments, with their costs.
+#[derive(Default)]
+pub struct ReducedLp {
+    pub constant: f64,
+    pub segment_weight: Vec<f64>,
+    pub node_supply: Vec<f64>,
+    pub free_tail: Vec<u32>,
+    pub free_head: Vec<u32>,
+    pub free_cost: Vec<f64>,
+    pub priced_tail: Vec<u32>,
+    pub priced_head: Vec<u32>,
+    pub priced_cost: Vec<f64>,
+    /// Compact LP colour id of each priced edge.
+    pub priced_colour: Vec<u32>,
+    /// Full-graph colour id of each compact LP colour.
+    pub lp_colours: Vec<u32>,
+}
+
+/// The end positions j of the token edges leaving position i of a pre-token of length `len`.
+#[inline]
+fn ends(i: usize, len: usize, max_len: usize) -> std::ops::RangeInclusive<usize> {
+    (i + 2)..=len.min(i.saturating_add(max_len))
+}
+
+impl TokenGraph {
+    pub fn new(data: Vec<u8>, offsets: Vec<usize>, counts: Vec<u64>, max_len: usize) -> Self {
+        let n = counts.len();
+        let mut edge_start = Vec::with_capacity(n + 1);
+        let mut edge_colour = Vec::new();
+        let mut colour_start = Vec::new();
+        let mut colour_len = Vec::new();
+        let mut colour_frequency = Vec::new();
+        {
+            // Colours are numbered in order of first occurrence; pre-tokens are sorted, so the
+            // numbering is a function of the counts alone.
+            let mut ids: FxHashMap<&[u8], u32> = FxHashMap::default();
+            for w in 0..n {
+                edge_start.push(edge_colour.len());
+                let (a, b) = (offsets[w], offsets[w + 1]);
+                let word = &data[a..b];
+                for i in 0..word.len() {
+                    for j in ends(i, word.len(), max_len) {
+                        let next = colour_start.len() as u32;
+                        let id = *ids.entry(&word[i..j]).or_insert(next);
+                        if id == next {
+                            colour_start.push(a + i);
+                            colour_len.push((j - i) as u32);
+                            colour_frequency.push(0);
+                        }
+                        colour_frequency[id as usize] += counts[w];
+                        edge_colour.push(id);
+                    }
+                }
+            }
+            edge_start.push(edge_colour.len());
+        }
+        let edges = edge_colour.len();
+        TokenGraph {
+            data,
+            offsets,
+            counts,
+            max_len,
+            edge_start,
+            edge_colour,
+            colour_start,
+            colour_len,
+            colour_frequency,
+            edge_lp: vec![DROPPED; edges],
+            lp_edge_weight: Vec::new(),
+        }
+    }
+
+    fn word_len(&self, w: usize) -> usize {
+        self.offsets[w + 1] - self.offsets[w]
+    }
+
+    /// Builds the reduced LP over the colours with `candidate[colour]` set.
+    ///
+    /// Reductions, each exact for the restricted problem (only candidate colours priced):
+    /// * a position no candidate edge jumps over cuts a pre-token into independent segments
+    ///   (the path must pass through it), so the LP is a sum over segments;
+    /// * identical segments have identical graphs, so they merge into one with the summed count;
+    /// * a segment of one byte has exactly one path: a constant;
+    /// * a node where no candidate edge starts or ends is only crossed by byte edges, so each
+    ///   run of such nodes contracts into one free edge costing (bytes skipped) x count.
+    pub fn reduced_lp(&mut self, candidate: &[bool]) -> ReducedLp {
+        let n = self.counts.len();
+        let mut lp = ReducedLp::default();
+        self.lp_edge_weight.clear();
+        let mut segment_ids: FxHashMap<&[u8], u32> = FxHashMap::default();
+        // First occurrence (word, start, end) of each unique segment.
+        let mut segment_place: Vec<(usize, usize, usize)> = Vec::new();
+        // Per pre-token, its multi-byte segments as (segment id, start), in order.
+        let mut word_segments: Vec<Vec<(u32, usize)>> = Vec::with_capacity(n);
+        for w in 0..n {
+            let len = self.word_len(w);
+            let word = &self.data[self.offsets[w]..self.offsets[w + 1]];
+            let count = self.counts[w] as f64;
+            let mut pieces = Vec::new();
+            let mut emit = |a: usize, b: usize, lp: &mut ReducedLp| {
+                if b - a == 1 {
+                    lp.constant += count;
+                    return;
+                }
+                let next = segment_place.len() as u32;
+                let id = *segment_ids.entry(&word[a..b]).or_insert(next);
+                if id == next {
+                    segment_place.push((w, a, b));
+                    lp.segment_weight.push(0.0);
+                }
+                lp.segment_weight[id as usize] += count;
+                pieces.push((id, a));
+            };
+            let mut reach = 0;
+            let mut start = 0;
+            let mut e = self.edge_start[w];
+            for i in 0..len {
+                if i > 0 && reach <= i {
+                    emit(start, i, &mut lp);
+                    start = i;
+                }
+                for j in ends(i, len, self.max_len) {
+                    if candidate[self.edge_colour[e] as usize] {
+                        reach = reach.max(j);
+                    }
+                    e += 1;
+                }
+            }
+            emit(start, len, &mut lp);
+            word_segments.push(pieces);
+        }
+
+        // Graph of each unique segment, contracted, built from its first occurrence.
+        let mut lp_colour_of: FxHashMap<u32, u32> = FxHashMap::default();
+        let mut segment_priced_start = Vec::with_capacity(segment_place.len());
+        let mut kept: Vec<u32> = Vec::new();
+        for (s, &(w, a, b)) in segment_place.iter().enumerate() {
+            let weight = lp.segment_weight[s];
+            let len = b - a;
+            let word_len = self.word_len(w);
+            // Full edges of the pre-token starting at position a: skip those starting earlier.
+            let mut e = self.edge_start[w];
+            for i in 0..a {
+                e += ends(i, word_len, self.max_len).count();
+            }
+            let mut edges_here: Vec<(usize, usize, u32)> = Vec::new();
+            for i in a..b {
+                for j in ends(i, word_len, self.max_len) {
+                    let colour = self.edge_colour[e];
+                    if candidate[colour as usize] {
+                        debug_assert!(j <= b);
+                        edges_here.push((i - a, j - a, colour));
+                    }
+                    e += 1;
+                }
+            }
+            // Node id of each local position, u32::MAX where contracted away.
+            kept.clear();
+            kept.resize(len + 1, u32::MAX);
+            kept[0] = 0;
+            kept[len] = 0;
+            for &(i, j, _) in &edges_here {
+                kept[i] = 0;
+                kept[j] = 0;
+            }
+            let mut previous: Option<(usize, u32)> = None;
+            for p in 0..=len {
+                if kept[p] == u32::MAX {
+                    continue;
+                }
+                let node = lp.node_supply.len() as u32;
+                kept[p] = node;
+                lp.node_supply.push(if p == 0 {
+                    -1.0
+                } else if p == len {
+                    1.0
+                } else {
+                    0.0
+                });
+                if let Some((q, tail)) = previous {
+                    lp.free_tail.push(tail);
+                    lp.free_head.push(node);
+                    lp.free_cost.push(weight * (p - q) as f64);
+                }
+                previous = Some((p, node));
+            }
+            segment_priced_start.push(lp.priced_tail.len());
+            for &(i, j, colour) in &edges_here {
+                let next = lp.lp_colours.len() as u32;
+                let lp_colour = *lp_colour_of.entry(colour).or_insert(next);
+                if lp_colour == next {
+                    lp.lp_colours.push(colour);
+                }
+                lp.priced_tail.push(kept[i]);
+                lp.priced_head.push(kept[j]);
+                lp.priced_cost.push(weight);
+                lp.priced_colour.push(lp_colour);
+                self.lp_edge_weight.push(weight);
+            }
+        }
+
+        // Map every full edge of a candidate colour to its reduced-LP edge: a segment's
+        // candidate edges appear in the same canonical order in each of its occurrences.
+        self.edge_lp.iter_mut().for_each(|x| *x = DROPPED);
+        for w in 0..n {
+            let len = self.word_len(w);
+            let pieces = &word_segments[w];
+            let mut piece = 0;
+            let mut next_edge = 0usize;
+            let mut e = self.edge_start[w];
+            for i in 0..len {
+                for _ in ends(i, len, self.max_len) {
+                    if candidate[self.edge_colour[e] as usize] {
+                        while piece + 1 < pieces.len() && pieces[piece + 1].1 <= i {
+                            piece += 1;
+                            next_edge = 0;
+                        }
+                        let (s, _) = pieces[piece];
+                        self.edge_lp[e] = (segment_priced_start[s as usize] + next_edge) as u32;
+                        next_edge += 1;
+                    }
+                    e += 1;
+                }
+            }
+        }
+        lp
+    }
+
+    /// Shortest path distances from node 0 of pre-token w, with byte edges costing n_w and the
+    /// token edges for which `use_edge(e)` holds costing n_w + mu_e. Fills `dist` and, for each
+    /// node, the edge that reaches it (usize::MAX for a byte edge).
+    fn distances(
+        &self,
+        w: usize,
+        mu: &[f64],
+        use_edge: impl Fn(usize) -> bool,
+        dist: &mut Vec<f64>,
+        via: &mut Vec<usize>,
+    ) {
+        let len = self.word_len(w);
+        let count = self.counts[w] as f64;
+        dist.clear();
+        dist.resize(len + 1, f64::INFINITY);
+        via.clear();
+        via.resize(len + 1, usize::MAX);
+        dist[0] = 0.0;
+        let mut e = self.edge_start[w];
+        for i in 0..len {
+            let here = dist[i];
+            if here + count < dist[i + 1] {
+                dist[i + 1] = here + count;
+                via[i + 1] = usize::MAX;
+            }
+            for j in ends(i, len, self.max_len) {
+                if use_edge(e) {
+                    let cost = here + count + mu[e];
+                    if cost < dist[j] {
+                        dist[j] = cost;
+                        via[j] = e;
+                    }
+                }
+                e += 1;
+            }
+        }
+    }
+
+    /// Sum over pre-tokens of the shortest path with costs n_w + mu_e, and a 0/1 mark on every
+    /// full edge used by the chosen shortest paths (a subgradient ingredient).
+    pub fn shortest_paths(&self, mu: &[f64]) -> (f64, Vec<u8>) {
+        let n = self.counts.len();
+        let per_word: Vec<(f64, Vec<usize>)> = (0..n)
+            .into_par_iter()
+            .map_init(
+                || (Vec::new(), Vec::new()),
+                |(dist, via), w| {
+                    self.distances(w, mu, |_| true, dist, via);
+                    let len = self.word_len(w);
+                    let mut used = Vec::new();
+                    let mut node = len;
+                    while node > 0 {
+                        let e = via[node];
+                        if e == usize::MAX {
+                            node -= 1;
+                        } else {
+                            used.push(e);
+                            node -= self.edge_length(w, e);
+                        }
+                    }
+                    (dist[len], used)
+                },
+            )
+            .collect();
+        let mut total = 0.0;
+        let mut on_path = vec![0u8; self.edge_colour.len()];
+        for (value, used) in per_word {
+            total += value;
+            for e in used {
+                on_path[e] = 1;
+            }
+        }
+        (total, on_path)
+    }
+
+    /// Length in bytes of full edge e of pre-token w.
+    fn edge_length(&self, _w: usize, e: usize) -> usize {
+        self.colour_len[self.edge_colour[e] as usize] as usize
+    }
+
+    /// Prices every dropped edge so it is never cheaper than the path it skips: with dist the
+    /// shortest distances using only reduced-LP edges (at prices mu), a dropped edge (i, j)
+    /// gets mu = max(0, dist[j] - dist[i] - n_w). Reduced-LP edges keep their price.
+    pub fn price_dropped(&self, mu: &[f64]) -> Vec<f64> {
+        let n = self.counts.len();
+        let parts: Vec<Vec<f64>> = (0..n)
+            .into_par_iter()
+            .map_init(
+                || (Vec::new(), Vec::new()),
+                |(dist, via), w| {
+                    self.distances(w, mu, |e| self.edge_lp[e] != DROPPED, dist, via);
+                    let len = self.word_len(w);
+                    let count = self.counts[w] as f64;
+                    let mut out = Vec::with_capacity(self.edge_start[w + 1] - self.edge_start[w]);
+                    let mut e = self.edge_start[w];
+                    for i in 0..len {
+                        for j in ends(i, len, self.max_len) {
+                            out.push(if self.edge_lp[e] == DROPPED {
+                                (dist[j] - dist[i] - count).max(0.0)
+                            } else {
+                                mu[e]
+                            });
+                            e += 1;
+                        }
+                    }
+                    out
+                },
+            )
+            .collect();
+        parts.concat()
+    }
+
+    /// Spreads reduced-LP edge prices over the full graph: a merged segment of weight N
+    /// occurring in pre-token w takes the share n_w / N, which keeps every shortest path and
+    /// every colour total M_t unchanged. Dropped edges get 0.
+    pub fn prices_from_lp(&self, lp_mu: &[f64]) -> Vec<f64> {
+        let n = self.counts.len();
+        let mut mu = vec![0.0; self.edge_colour.len()];
+        for w in 0..n {
+            let count = self.counts[w] as f64;
+            for e in self.edge_start[w]..self.edge_start[w + 1] {
+                let lp = self.edge_lp[e];
+                if lp != DROPPED {
+                    mu[e] = lp_mu[lp as usize] * count / self.lp_edge_weight[lp as usize];
+                }
+            }
+        }
+        mu
+    }
+}
+
+/// Python view of the tokenisation graph; see `polytok.lp.graph`.
+#[pyclass(name = "TokenGraph", module = "polytok._core")]
+pub struct PyTokenGraph {
+    inner: TokenGraph,
+}
+
+fn check_len(name: &str, got: usize, want: usize) -> PyResult<()> {
+    if got != want {
+        return Err(PyValueError::new_err(format!("{name} has {got} entries, expected {want}")));
+    }
+    Ok(())
+}
+
+#[pymethods]
+impl PyTokenGraph {
+    /// Builds the full graph of counted pre-tokens (`data`, `offsets`, `counts` as in
+    /// WordCounts); `max_token_bytes` caps token edges (0: no cap).
+    #[new]
+    #[pyo3(signature = (data, offsets, counts, max_token_bytes=0))]
+    fn new(
+        py: Python<'_>,
+        data: Vec<u8>,
+        offsets: PyReadonlyArray1<'_, i64>,
+        counts: PyReadonlyArray1<'_, u64>,
+        max_token_bytes: usize,
+    ) -> PyResult<Self> {
+        let offsets = offsets.as_slice()?;
+        let counts = counts.as_slice()?.to_vec();
+        check_len("offsets", offsets.len(), counts.len() + 1)?;
+        let mut previous = 0i64;
+        for &o in offsets {
+            if o < previous || o as usize > data.len() {
+                return Err(PyValueError::new_err("offsets must rise from 0 to len(data)"));
+            }
+            previous = o;
+        }
+        let offsets: Vec<usize> = offsets.iter().map(|&o| o as usize).collect();
+        let max_len = if max_token_bytes == 0 { usize::MAX } else { max_token_bytes };
+        let inner = py.detach(|| TokenGraph::new(data, offsets, counts, max_len));
+        Ok(PyTokenGraph { inner })
+    }
+
+    #[getter]
+    fn num_edges(&self) -> usize {
+        self.inner.edge_colour.len()
+    }
+
+    #[getter]
+    fn num_colours(&self) -> usize {
+        self.inner.colour_start.len()
+    }
+
+    /// Colour of every full-graph edge (uint32).
+    fn edge_colours<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u32>> {
+        PyArray1::from_slice(py, &self.inner.edge_colour)
+    }
+
+    /// Length in bytes of every colour (uint32).
+    fn colour_lengths<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u32>> {
+        PyArray1::from_slice(py, &self.inner.colour_len)
+    }
+
+    /// Weighted frequency of every colour: the sum of counts over its occurrences (uint64).
+    fn colour_frequencies<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u64>> {
+        PyArray1::from_slice(py, &self.inner.colour_frequency)
+    }
+
+    /// The bytes of the given colours.
+    fn colour_bytes<'py>(&self, py: Python<'py>, ids: Vec<u32>) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+        let g = &self.inner;
+        ids.into_iter()
+            .map(|t| {
+                let t = t as usize;
+                if t >= g.colour_start.len() {
+                    return Err(PyValueError::new_err(format!("colour {t} out of range")));
+                }
+                let a = g.colour_start[t];
+                Ok(PyBytes::new(py, &g.data[a..a + g.colour_len[t] as usize]))
+            })
+            .collect()
+    }
+
+    /// Builds the reduced LP over the colours flagged in `candidate` (bool per colour) and
+    /// returns its flat arrays in a dict.
+    fn reduced_lp<'py>(
+        &mut self,
+        py: Python<'py>,
+        candidate: PyReadonlyArray1<'_, bool>,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let candidate = candidate.as_slice()?.to_vec();
+        check_len("candidate", candidate.len(), self.inner.colour_start.len())?;
+        let inner = &mut self.inner;
+        let lp = py.detach(|| inner.reduced_lp(&candidate));
+        let out = PyDict::new(py);
+        out.set_item("constant", lp.constant)?;
+        out.set_item("segment_weight", lp.segment_weight.into_pyarray(py))?;
+        out.set_item("node_supply", lp.node_supply.into_pyarray(py))?;
+        out.set_item("free_tail", lp.free_tail.into_pyarray(py))?;
+        out.set_item("free_head", lp.free_head.into_pyarray(py))?;
+        out.set_item("free_cost", lp.free_cost.into_pyarray(py))?;
+        out.set_item("priced_tail", lp.priced_tail.into_pyarray(py))?;
+        out.set_item("priced_head", lp.priced_head.into_pyarray(py))?;
+        out.set_item("priced_cost", lp.priced_cost.into_pyarray(py))?;
+        out.set_item("priced_colour", lp.priced_colour.into_pyarray(py))?;
+        out.set_item("lp_colours", lp.lp_colours.into_pyarray(py))?;
+        Ok(out)
+    }
+
+    /// Full-graph edge prices from reduced-LP edge prices (see `TokenGraph::prices_from_lp`).
+    fn prices_from_lp<'py>(
+        &self,
+        py: Python<'py>,
+        lp_mu: PyReadonlyArray1<'_, f64>,
+    ) -> PyResult<Bound<'py, PyArray1<f64>>> {
+        let lp_mu = lp_mu.as_slice()?;
+        check_len("lp prices", lp_mu.len(), self.inner.lp_edge_weight.len())?;
+        let inner = &self.inner;
+        Ok(py.detach(|| inner.prices_from_lp(lp_mu)).into_pyarray(py))
+    }
+
+    /// Prices the edges dropped from the reduced LP out of every shortest path.
+    fn price_dropped<'py>(
+        &self,
+        py: Python<'py>,
+        mu: PyReadonlyArray1<'_, f64>,
+    ) -> PyResult<Bound<'py, PyArray1<f64>>> {
+        let mu = mu.as_slice()?;
+        check_len("prices", mu.len(), self.inner.edge_colour.len())?;
+        let inner = &self.inner;
+        Ok(py.detach(|| inner.price_dropped(mu)).into_pyarray(py))
+    }
+
+    /// (sum over pre-tokens of the shortest path at costs n_w + mu_e, uint8 mark per edge on
+    /// the chosen paths).
+    fn shortest_paths<'py>(
+        &self,
+        py: Python<'py>,
+        mu: PyReadonlyArray1<'_, f64>,
+    ) -> PyResult<(f64, Bound<'py, PyArray1<u8>>)> {
+        let mu = mu.as_slice()?;
+        check_len("prices", mu.len(), self.inner.edge_colour.len())?;
+        if mu.iter().any(|&m| !(m >= 0.0) || m.is_infinite()) {
+            return Err(PyValueError::new_err("prices must be finite and >= 0"));
+        }
+        let inner = &self.inner;
+        let (total, on_path) = py.detach(|| inner.shortest_paths(mu));
+        Ok((total, on_path.into_pyarray(py)))
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<PyTokenGraph>()?;
+    // The shortest-path segmenter is registered here so that src/segment/mod.rs (shared) only
+    // gains its `mod` line.
+    crate::segment::shortest_path::register(m)?;
     Ok(())
 }

@@ -1,5 +1,6 @@
 """polytok: build, apply, certify and compare tokenisers."""
 from polytok import corpus, errors
+from polytok.certify import Certificate, certify
 from polytok.compare import compare
 from polytok.counts import WordCounts, count
 from polytok.errors import Error
@@ -12,10 +13,12 @@ from polytok.trainers import train
 __version__ = "0.1.0"
 
 __all__ = [
+    "Certificate",
     "Error",
     "Tokenizer",
     "WordCounts",
     "__version__",
+    "certify",
     "compare",
     "corpus",
     "corpus_stats",

@@ -7,6 +7,7 @@ pub mod encoder;
 pub mod longest_match;
 pub mod merges;
 pub mod rng;
+pub mod shortest_path;
 pub mod viterbi;
 
 /// Cuts one pre-token (never empty, never containing a special token) into token ids.
