@@ -113,3 +113,20 @@ def test_decode_rejects_non_integer_ids(trained):
     result = run_cli("decode", "-t", str(trained), stdin=b"1 2 three\n")
     assert result.returncode != 0
     assert b"line 1" in result.stderr
+
+
+def test_convex_train_and_certify_from_the_command_line(corpus, tmp_path, capsys):
+    small = tmp_path / "small.txt"
+    small.write_bytes(corpus.read_bytes()[:20000])
+    output = tmp_path / "convex.json"
+    assert main(["-q", "train", str(small), "-a", "convex", "-v", "300", "--solver", "highs", "-o", str(output)]) == 0
+    record = json.loads(output.read_text())
+    assert record["segmenter"] == "shortest_path"
+    certificate = record["certificate"]
+    assert certificate["tokens"] >= certificate["bound"] > 0
+    capsys.readouterr()
+    assert main(["-q", "certify", "-t", str(output), str(small), "--solver", "highs", "--json"]) == 0
+    again = json.loads(capsys.readouterr().out)
+    assert again["budget"] == 300 - 256
+    assert again["tokens"] == certificate["tokens"]
+    assert abs(again["bound"] - certificate["bound"]) <= 1e-6 * certificate["bound"]

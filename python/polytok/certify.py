@@ -10,11 +10,9 @@ tokeniser's count is at least 100% of it: the gaps reported are true optimality 
 """
 from __future__ import annotations
 
-import collections
-import os
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Iterable
+from typing import Any
 
 import numpy as np
 
@@ -52,6 +50,21 @@ class Certificate:
 
         return cls(bound=bound, tokens=tokens, shortest_path_tokens=shortest_path_tokens,
                    gap=gap(tokens), shortest_path_gap=gap(shortest_path_tokens), **fields)
+
+    def summary(self) -> str:
+        """A few lines for people: the bound, what it covers, and both gaps."""
+
+        def line(name: str, count: int | None, gap: float | None) -> str:
+            return f"{name:>22}: " + ("-" if count is None else f"{count:,} tokens ({gap:+.2f}% over the bound)")
+
+        return "\n".join([
+            f"{'certified lower bound':>22}: {self.bound:,.1f} tokens",
+            f"{'budget K':>22}: {self.budget:,}",
+            f"{'covers':>22}: {self.covers}",
+            line("this tokeniser", self.tokens, self.gap),
+            line("its vocabulary, fewest", self.shortest_path_tokens, self.shortest_path_gap),
+            f"{'solver':>22}: {self.solver} ({self.status}), {self.seconds:.1f} s",
+        ])
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready fields, as stored in a tokeniser file."""
@@ -104,7 +117,12 @@ def certify(
 
     start = time.perf_counter()
     specials = list(getattr(tokenizer, "special_tokens", None) or [])
-    counts = corpus if isinstance(corpus, WordCounts) else _count(corpus, tokenizer.pattern, specials)
+    if isinstance(corpus, WordCounts):
+        counts = corpus
+    else:
+        from polytok.counts import count
+
+        counts = count(corpus, pattern=tokenizer.pattern, special_tokens=specials, progress=progress)
     counts = _without(counts, {s.encode("utf-8") for s in specials})
     vocabulary = ordinary_vocabulary(tokenizer)
     budget = len({token for token in vocabulary if len(token) > 1})
@@ -157,34 +175,6 @@ def encoder_tokens(tokenizer: Any, counts: WordCounts) -> int:
     for i, ids in zip(where, encode_batch(texts)):
         lengths[i] = len(ids)
     return int(np.dot(lengths, counts.counts))
-
-
-def _count(corpus: Any, pattern: str | None, specials: list[str]) -> WordCounts:
-    """Counts pre-tokens with the tokeniser's pattern (polytok.count where available)."""
-    try:
-        from polytok import count
-    except ImportError:
-        count = None
-    if count is not None:
-        return count(corpus, pattern=pattern, special_tokens=specials, progress=False)
-    from polytok.pretokenize import PreTokenizer
-
-    splitter = PreTokenizer(pattern, specials)
-    counter: collections.Counter[bytes] = collections.Counter()
-    for document in _documents(corpus):
-        counter.update(splitter.split(document))
-    return WordCounts.from_dict(counter, pattern)
-
-
-def _documents(corpus: Any) -> Iterable[str | bytes]:
-    if isinstance(corpus, (str, os.PathLike)):
-        corpus = [corpus]
-    for item in corpus:
-        if isinstance(item, (str, os.PathLike)) and os.path.isfile(item):
-            with open(item, "rb") as handle:
-                yield handle.read()
-        else:
-            yield item
 
 
 def _without(counts: WordCounts, pieces: set[bytes]) -> WordCounts:

@@ -396,6 +396,12 @@ def _viterbi_encoder(tokenizer: Tokenizer) -> Any:
     return _core.Encoder.viterbi(tokenizer.pattern, tokenizer.vocab, tokenizer.scores, _special_pairs(tokenizer))
 
 
+@register_segmenter("shortest_path")
+def _shortest_path_encoder(tokenizer: Tokenizer) -> Any:
+    """ConvexTok: fewest tokens per pre-token, ties to the longest token from the left."""
+    return _core.Encoder.shortest_path(tokenizer.pattern, tokenizer.vocab, _special_pairs(tokenizer))
+
+
 def _merge_triples(vocab: list[bytes], merges: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
     """(left, right, merged id) per merge. polytok's layout (256 bytes, then merge k is id 256+k)
     is used when it fits; otherwise each merge yields the one token with its bytes."""

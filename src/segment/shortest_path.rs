@@ -151,3 +151,18 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyShortestPath>()?;
     Ok(())
 }
+
+#[pymethods]
+impl crate::segment::encoder::Encoder {
+    /// A shortest-path encoder (ConvexTok): fewest tokens per pre-token, deterministic ties.
+    #[staticmethod]
+    #[pyo3(signature = (pattern, vocab, special_tokens))]
+    fn shortest_path(
+        pattern: Option<&str>,
+        vocab: Vec<Vec<u8>>,
+        special_tokens: Vec<(Vec<u8>, u32)>,
+    ) -> PyResult<Self> {
+        let segmenter = ShortestPath::new(&vocab).map_err(PyValueError::new_err)?;
+        Ok(Self::from_parts(pattern, Box::new(segmenter), vocab, special_tokens)?)
+    }
+}

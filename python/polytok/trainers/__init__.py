@@ -13,6 +13,7 @@ from polytok.counts import WordCounts
 from polytok.errors import ConfigError
 from polytok.pretokenize import resolve_pattern
 from polytok.trainers.bpe import check_special_tokens, merge_budget, train_bpe
+from polytok.trainers.convex import train_convex
 from polytok.trainers.unigram import train_unigram
 from polytok.trainers.wordpiece import train_wordpiece
 
@@ -21,6 +22,7 @@ if TYPE_CHECKING:
 
 TRAINERS: dict[str, Callable[..., "Tokenizer"]] = {
     "bpe": train_bpe,
+    "convex": train_convex,
     "unigram": train_unigram,
     "wordpiece": train_wordpiece,
 }

@@ -13,13 +13,18 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
+
 
 from polytok import _core
 from polytok.counts import WordCounts
 from polytok.errors import ConfigError
 from polytok.lp import Relaxation, TokenisationGraph, relax
+
+if TYPE_CHECKING:
+    from polytok.tokenizer import Tokenizer
 
 ROUNDINGS = ("det", "bias", "int", "price")
 INTEGRAL_TOLERANCE = 1e-3
@@ -163,8 +168,9 @@ def train_convex(
     rounds: int = 2,
     time_limit: float | None = None,
     tolerance: float = 1e-4,
+    num_threads: int | None = None,
     progress: bool = False,
-):
+) -> "Tokenizer":
     """Trains a ConvexTok tokeniser of `vocab_size` ids (256 bytes + K learned + specials) and
     attaches its certificate (bound, gap, solver status) to it. By default the first LP holds
     the 4K colours of largest potential saving and `rounds` of column generation add the
@@ -181,8 +187,8 @@ def train_convex(
         initial_colours = default_initial_colours(budget)
     fit = fit_convex(
         counts, budget, roundings=(rounding,), solver=solver, max_token_bytes=max_token_bytes,
-        min_frequency=min_frequency, initial_colours=initial_colours, rounds=rounds, time_limit=time_limit, tolerance=tolerance,
-        progress=progress,
+        min_frequency=min_frequency, initial_colours=initial_colours, rounds=rounds, time_limit=time_limit,
+        tolerance=tolerance, threads=num_threads, progress=progress,
     )
     solution = fit.relaxation.solution
     certificate = Certificate.from_counts(
@@ -194,8 +200,10 @@ def train_convex(
     training = {
         "algorithm": "convex", "budget": budget, "rounding": rounding, "solver": solution.solver,
         "min_frequency": min_frequency, "max_token_bytes": max_token_bytes,
-        "initial_colours": initial_colours, "rounds": fit.relaxation.rounds,
-        "tolerance": tolerance, "seconds": fit.seconds, "pre_tokens": len(counts),
+        "initial_colours": initial_colours,
+        # Per-round LP sizes and statuses, without wall times: the file stays reproducible.
+        "rounds": [{key: value for key, value in round_.items() if key != "seconds"} for round_ in fit.relaxation.rounds],
+        "tolerance": tolerance, "pre_tokens": len(counts),
     }
     return _make_tokenizer(vocabulary, counts.pattern, special_tokens, training, certificate.to_dict())
 
