@@ -116,7 +116,7 @@ def report(train_s, encode, heldout):
 RUNNERS = {
     "polytok-wordpiece": """
 MIN_FREQUENCY = 1
-from polytok import _core
+from polytok.tokenizer import Tokenizer
 from polytok.pretokenize import PreTokenizer
 from polytok.trainers.wordpiece import learn_wordpiece
 start = time.perf_counter()
@@ -124,12 +124,12 @@ counts = count_words(TRAIN)
 pre = PreTokenizer("cl100k")
 vocab, _ = learn_wordpiece(counts, VOCAB - 512, "##", MIN_FREQUENCY)
 train_s = time.perf_counter() - start
-model = _core.WordPieceModel(vocab, b"##", pre.pattern, [])
-report(train_s, lambda text: len(model.encode(text)), open(HELDOUT, "rb").read())
+model = Tokenizer(vocab, segmenter="longest_match", pattern=pre.pattern, continuation_marker="##")
+report(train_s, lambda text: len(model.encode_ordinary(text)), open(HELDOUT, "rb").read())
 """,
     "polytok-wordpiece-f100": """
 MIN_FREQUENCY = 100
-from polytok import _core
+from polytok.tokenizer import Tokenizer
 from polytok.pretokenize import PreTokenizer
 from polytok.trainers.wordpiece import learn_wordpiece
 start = time.perf_counter()
@@ -137,12 +137,12 @@ counts = count_words(TRAIN)
 pre = PreTokenizer("cl100k")
 vocab, _ = learn_wordpiece(counts, VOCAB - 512, "##", MIN_FREQUENCY)
 train_s = time.perf_counter() - start
-model = _core.WordPieceModel(vocab, b"##", pre.pattern, [])
-report(train_s, lambda text: len(model.encode(text)), open(HELDOUT, "rb").read())
+model = Tokenizer(vocab, segmenter="longest_match", pattern=pre.pattern, continuation_marker="##")
+report(train_s, lambda text: len(model.encode_ordinary(text)), open(HELDOUT, "rb").read())
 """,
     "polytok-unigram": """
 PATTERN = "cl100k"
-from polytok import _core
+from polytok.tokenizer import Tokenizer
 from polytok.pretokenize import PreTokenizer
 from polytok.trainers.unigram import learn_unigram
 start = time.perf_counter()
@@ -150,12 +150,12 @@ counts = count_words(TRAIN, PATTERN)
 pre = PreTokenizer(PATTERN)
 vocab, scores, _ = learn_unigram(counts, VOCAB - 256)
 train_s = time.perf_counter() - start
-model = _core.UnigramModel(vocab, scores, pre.pattern, [])
-report(train_s, lambda text: len(model.encode(text)), open(HELDOUT, "rb").read())
+model = Tokenizer(vocab, segmenter="viterbi", pattern=pre.pattern, scores=scores)
+report(train_s, lambda text: len(model.encode_ordinary(text)), open(HELDOUT, "rb").read())
 """,
     "polytok-unigram-ws": """
 PATTERN = WHITESPACE
-from polytok import _core
+from polytok.tokenizer import Tokenizer
 from polytok.pretokenize import PreTokenizer
 from polytok.trainers.unigram import learn_unigram
 start = time.perf_counter()
@@ -163,8 +163,8 @@ counts = count_words(TRAIN, PATTERN)
 pre = PreTokenizer(PATTERN)
 vocab, scores, _ = learn_unigram(counts, VOCAB - 256)
 train_s = time.perf_counter() - start
-model = _core.UnigramModel(vocab, scores, pre.pattern, [])
-report(train_s, lambda text: len(model.encode(text)), open(HELDOUT, "rb").read())
+model = Tokenizer(vocab, segmenter="viterbi", pattern=pre.pattern, scores=scores)
+report(train_s, lambda text: len(model.encode_ordinary(text)), open(HELDOUT, "rb").read())
 """,
     "spm-unigram": """
 import io, sentencepiece as spm

@@ -21,6 +21,5 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     metrics::register(m)?;
     unigram::register(m)?;
     wordpiece::register(m)?;
-    segment::dropout::register(m)?;
     Ok(())
 }

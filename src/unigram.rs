@@ -28,12 +28,9 @@ use pyo3::types::PyBytes;
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::pretokenize::{PreTokenizer, Segment};
 use crate::segment::longest_match::ByteTrie;
-use crate::segment::rng::SplitMix64;
 use crate::segment::viterbi::{best_path, build_lattice, forward_backward, Edge, Viterbi};
-use crate::segment::Segmenter;
-use crate::wordpiece::{decode_ids, encode_text, word_slices, SpecialTokens};
+use crate::wordpiece::word_slices;
 
 /// Expected counts are summed as integers in units of 2^-24 so that the sum does not depend on
 /// the order in which threads add.
@@ -572,105 +569,9 @@ fn py_unigram_em<'py>(
     }))
 }
 
-/// A Unigram vocabulary with its pre-tokeniser: Viterbi encoding, subword sampling and n-best
-/// lists, for use until the shared `Encoder` takes the `viterbi` segmenter.
-#[pyclass(name = "UnigramModel", module = "polytok._core", frozen)]
-pub struct PyUnigramModel {
-    segmenter: Viterbi,
-    vocab: Vec<Vec<u8>>,
-    pretokenizer: PreTokenizer,
-    specials: SpecialTokens,
-}
-
-#[pymethods]
-impl PyUnigramModel {
-    #[new]
-    #[pyo3(signature = (vocab, scores, pattern=None, special_tokens=Vec::new()))]
-    fn new(vocab: Vec<Vec<u8>>, scores: Vec<f64>, pattern: Option<&str>, special_tokens: Vec<(Vec<u8>, u32)>) -> PyResult<Self> {
-        let segmenter = Viterbi::new(&vocab, &scores).map_err(PyValueError::new_err)?;
-        let specials = SpecialTokens::new(special_tokens, vocab.len())?;
-        let pretokenizer = PreTokenizer::new(pattern, specials.texts()).map_err(PyValueError::new_err)?;
-        Ok(PyUnigramModel { segmenter, vocab, pretokenizer, specials })
-    }
-
-    /// The Viterbi ids of one pre-token.
-    fn segment(&self, piece: &[u8]) -> Vec<u32> {
-        let mut out = Vec::new();
-        self.segmenter.segment(piece, &mut out);
-        out
-    }
-
-    /// The `n` best segmentations of one pre-token as (ids, score), best first.
-    fn nbest_piece(&self, piece: &[u8], n: usize) -> Vec<(Vec<u32>, f64)> {
-        self.segmenter.nbest(piece, n)
-    }
-
-    /// Viterbi encoding of `text`; the text of a special token becomes its id.
-    fn encode(&self, py: Python<'_>, text: &[u8]) -> Vec<u32> {
-        py.detach(|| encode_text(&self.pretokenizer, &self.segmenter, &self.specials, text))
-    }
-
-    /// One segmentation of `text` drawn with probability ∝ P(segmentation)^alpha, reproducible
-    /// from `seed`.
-    fn sample(&self, py: Python<'_>, text: &[u8], alpha: f64, seed: u64) -> Vec<u32> {
-        py.detach(|| {
-            let mut rng = SplitMix64::new(seed);
-            let mut out = Vec::new();
-            self.pretokenizer.for_each_segment(text, |segment| match segment {
-                Segment::Text(t) => self.pretokenizer.for_each_piece(t, |piece| self.segmenter.sample(piece, alpha, &mut rng, &mut out)),
-                Segment::Special(index) => out.push(self.specials.id(index)),
-            });
-            out
-        })
-    }
-
-    /// The `n` best segmentations of the whole `text` as (ids, score), best first. Pre-tokens are
-    /// independent, so the lists of the pieces are combined, keeping the n best sums.
-    fn nbest(&self, py: Python<'_>, text: &[u8], n: usize) -> Vec<(Vec<u32>, f64)> {
-        py.detach(|| {
-            let mut combined: Vec<(Vec<u32>, f64)> = if n == 0 { Vec::new() } else { vec![(Vec::new(), 0.0)] };
-            self.pretokenizer.for_each_segment(text, |segment| match segment {
-                Segment::Text(t) => self.pretokenizer.for_each_piece(t, |piece| {
-                    let options = self.segmenter.nbest(piece, n);
-                    let mut pairs: Vec<(f64, usize, usize)> = Vec::new();
-                    for (i, (_, left)) in combined.iter().enumerate() {
-                        for (j, (_, right)) in options.iter().enumerate() {
-                            pairs.push((left + right, i, j));
-                        }
-                    }
-                    pairs.sort_by(|a, b| b.0.total_cmp(&a.0).then((a.1, a.2).cmp(&(b.1, b.2))));
-                    pairs.truncate(n);
-                    combined = pairs
-                        .into_iter()
-                        .map(|(score, i, j)| ([&combined[i].0[..], &options[j].0[..]].concat(), score))
-                        .collect();
-                }),
-                Segment::Special(index) => {
-                    for (ids, _) in combined.iter_mut() {
-                        ids.push(self.specials.id(index));
-                    }
-                }
-            });
-            combined
-        })
-    }
-
-    fn decode<'py>(&self, py: Python<'py>, ids: Vec<u32>) -> PyResult<Bound<'py, PyBytes>> {
-        let bytes = decode_ids(&self.vocab, &self.specials, &ids)?;
-        Ok(PyBytes::new(py, &bytes))
-    }
-
-    /// Log-probability score of every id.
-    #[getter]
-    fn scores(&self) -> Vec<f64> {
-        self.segmenter.scores().to_vec()
-    }
-}
-
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(py_train_unigram, m)?)?;
     m.add_function(wrap_pyfunction!(py_unigram_em, m)?)?;
-    m.add_class::<PyUnigramModel>()?;
     Ok(())
 }
 

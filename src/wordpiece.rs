@@ -24,9 +24,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::pretokenize::{PreTokenizer, Segment};
 use crate::segment::longest_match::LongestMatch;
-use crate::segment::Segmenter;
 
 type Pair = (u32, u32);
 
@@ -351,66 +349,6 @@ pub(crate) fn word_slices<'a>(data: &'a [u8], offsets: &[i64], counts: &[u64]) -
     Ok(words)
 }
 
-/// Special tokens as (bytes, id), ids outside the ordinary vocabulary.
-pub(crate) struct SpecialTokens {
-    tokens: Vec<(Vec<u8>, u32)>,
-    by_id: FxHashMap<u32, usize>,
-}
-
-impl SpecialTokens {
-    pub(crate) fn new(tokens: Vec<(Vec<u8>, u32)>, vocab_size: usize) -> PyResult<Self> {
-        let mut by_id = FxHashMap::default();
-        for (index, (bytes, id)) in tokens.iter().enumerate() {
-            if bytes.is_empty() || (*id as usize) < vocab_size || by_id.insert(*id, index).is_some() {
-                return Err(PyValueError::new_err(format!(
-                    "special token {index} ({bytes:?}, id {id}) must be non-empty with a distinct id of at least {vocab_size}"
-                )));
-            }
-        }
-        Ok(SpecialTokens { tokens, by_id })
-    }
-
-    pub(crate) fn texts(&self) -> Vec<Vec<u8>> {
-        self.tokens.iter().map(|(bytes, _)| bytes.clone()).collect()
-    }
-
-    pub(crate) fn id(&self, index: usize) -> u32 {
-        self.tokens[index].1
-    }
-}
-
-/// Pre-tokenises `text` and segments each piece; the text of a special token becomes its id.
-pub(crate) fn encode_text(
-    pretokenizer: &PreTokenizer,
-    segmenter: &dyn Segmenter,
-    specials: &SpecialTokens,
-    text: &[u8],
-) -> Vec<u32> {
-    let mut out = Vec::with_capacity(text.len() / 3 + 1);
-    pretokenizer.for_each_segment(text, |segment| match segment {
-        Segment::Text(t) => pretokenizer.for_each_piece(t, |piece| segmenter.segment(piece, &mut out)),
-        Segment::Special(index) => out.push(specials.id(index)),
-    });
-    out
-}
-
-/// Bytes of `ids` under a decode table, special tokens included.
-pub(crate) fn decode_ids(table: &[Vec<u8>], specials: &SpecialTokens, ids: &[u32]) -> PyResult<Vec<u8>> {
-    let mut out = Vec::new();
-    for (position, &id) in ids.iter().enumerate() {
-        if let Some(bytes) = table.get(id as usize) {
-            out.extend_from_slice(bytes);
-        } else if let Some(&index) = specials.by_id.get(&id) {
-            out.extend_from_slice(&specials.tokens[index].0);
-        } else {
-            return Err(PyValueError::new_err(format!(
-                "token id {id} at position {position} out of range: no token or special token has it"
-            )));
-        }
-    }
-    Ok(out)
-}
-
 #[pyfunction]
 #[pyo3(name = "train_wordpiece", signature = (data, offsets, counts, budget, continuation_marker=None, min_frequency=1))]
 fn py_train_wordpiece<'py>(
@@ -429,54 +367,8 @@ fn py_train_wordpiece<'py>(
     Ok((vocab, training.merges))
 }
 
-/// A WordPiece vocabulary with its pre-tokeniser, for encoding until the shared `Encoder` takes
-/// the `longest_match` segmenter.
-#[pyclass(name = "WordPieceModel", module = "polytok._core", frozen)]
-pub struct PyWordPieceModel {
-    segmenter: LongestMatch,
-    pretokenizer: PreTokenizer,
-    specials: SpecialTokens,
-}
-
-#[pymethods]
-impl PyWordPieceModel {
-    #[new]
-    #[pyo3(signature = (vocab, continuation_marker=None, pattern=None, special_tokens=Vec::new()))]
-    fn new(
-        vocab: Vec<Vec<u8>>,
-        continuation_marker: Option<Vec<u8>>,
-        pattern: Option<&str>,
-        special_tokens: Vec<(Vec<u8>, u32)>,
-    ) -> PyResult<Self> {
-        let marker = continuation_marker.filter(|m| !m.is_empty());
-        let segmenter = LongestMatch::new(&vocab, marker.as_deref()).map_err(PyValueError::new_err)?;
-        let specials = SpecialTokens::new(special_tokens, vocab.len())?;
-        let pretokenizer = PreTokenizer::new(pattern, specials.texts()).map_err(PyValueError::new_err)?;
-        Ok(PyWordPieceModel { segmenter, pretokenizer, specials })
-    }
-
-    /// The ids of one pre-token.
-    fn segment(&self, piece: &[u8]) -> Vec<u32> {
-        let mut out = Vec::new();
-        self.segmenter.segment(piece, &mut out);
-        out
-    }
-
-    /// Pre-tokenises and segments `text`; the text of a special token becomes its id.
-    fn encode(&self, py: Python<'_>, text: &[u8]) -> Vec<u32> {
-        py.detach(|| encode_text(&self.pretokenizer, &self.segmenter, &self.specials, text))
-    }
-
-    /// The bytes of `ids`, continuation markers removed.
-    fn decode<'py>(&self, py: Python<'py>, ids: Vec<u32>) -> PyResult<Bound<'py, PyBytes>> {
-        let bytes = decode_ids(self.segmenter.decode_table(), &self.specials, &ids)?;
-        Ok(PyBytes::new(py, &bytes))
-    }
-}
-
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(py_train_wordpiece, m)?)?;
-    m.add_class::<PyWordPieceModel>()?;
     Ok(())
 }
 

@@ -1,5 +1,6 @@
 """Unigram: Viterbi and n-best equal brute force, sampling follows the lattice probabilities,
-EM never lowers the likelihood, training is deterministic, and decoding inverts encoding."""
+EM never lowers the likelihood, training is deterministic, and decoding inverts encoding. The
+segmenter is exercised through the `Tokenizer` API (encode, encode(sample=True), encode_nbest)."""
 from __future__ import annotations
 
 import itertools
@@ -14,8 +15,9 @@ from scipy.stats import chisquare
 
 from polytok import _core
 from polytok.counts import WordCounts
-from polytok.errors import ConfigError
+from polytok.errors import ConfigError, DecodeError, EncodeError
 from polytok.pretokenize import PreTokenizer
+from polytok.tokenizer import Tokenizer
 from polytok.trainers.unigram import learn_unigram, unigram_budget
 
 DATA = Path(__file__).parent / "data"
@@ -39,6 +41,11 @@ def random_model(rng: random.Random):
     return vocab, scores
 
 
+def unigram(vocab, scores, pattern=None, special_tokens=None) -> Tokenizer:
+    """A viterbi tokeniser; pattern None keeps the whole text one pre-token."""
+    return Tokenizer(vocab, segmenter="viterbi", pattern=pattern, scores=scores, special_tokens=special_tokens)
+
+
 def score_of(ids, scores):
     total = 0.0
     for i in ids:
@@ -50,13 +57,13 @@ def score_of(ids, scores):
 @given(st.integers(0, 2**32), st.binary(min_size=1, max_size=9).map(lambda b: bytes(b"abc"[x % 3] for x in b)))
 def test_viterbi_and_nbest_equal_brute_force(seed, piece):
     vocab, scores = random_model(random.Random(seed))
-    model = _core.UnigramModel(vocab, scores)
+    model = unigram(vocab, scores)
     index = {token: i for i, token in enumerate(vocab)}
     everything = sorted(segmentations(piece, index), key=lambda ids: -score_of(ids, scores))
-    best = model.segment(piece)
+    best = model.encode(piece)
     assert score_of(best, scores) == pytest.approx(score_of(everything[0], scores), abs=1e-9)
     assert best == everything[0] or score_of(best, scores) == pytest.approx(score_of(everything[1], scores))
-    listed = model.nbest_piece(piece, 6)
+    listed = model.encode_nbest(piece, 6)
     assert len(listed) == min(6, len(everything))
     assert len({tuple(ids) for ids, _ in listed}) == len(listed)
     assert listed[0][0] == best
@@ -69,9 +76,9 @@ def test_viterbi_and_nbest_equal_brute_force(seed, piece):
 
 def test_nbest_of_a_text_combines_its_pre_tokens_in_score_order():
     vocab, scores = random_model(random.Random(5))
-    model = _core.UnigramModel(vocab, scores, r"\S+|\s+")
+    model = unigram(vocab, scores, r"\S+|\s+")
     text = b"abca bcab"
-    listed = model.nbest(text, 10)
+    listed = model.encode_nbest(text, 10)
     assert len(listed) == 10 and len({tuple(ids) for ids, _ in listed}) == 10
     assert [s for _, s in listed] == sorted((s for _, s in listed), reverse=True)
     assert listed[0][0] == model.encode(text)
@@ -81,19 +88,21 @@ def test_nbest_of_a_text_combines_its_pre_tokens_in_score_order():
     totals = sorted((a + scores[index[b" "]] + b for a in left for b in right), reverse=True)
     assert [s for _, s in listed] == pytest.approx(totals[:10])
     for ids, _ in listed:
-        assert model.decode(ids) == text
+        assert model.decode_bytes(ids) == text
 
 
 @pytest.mark.parametrize("alpha", [0.1, 1.0])
 def test_sampling_frequencies_match_lattice_probabilities(alpha):
     vocab = BYTES + [b"ab", b"bc", b"abc", b"cd", b"bcd"]
     scores = [-6.0] * 256 + [-3.0, -2.5, -4.0, -3.5, -5.0]
-    model = _core.UnigramModel(vocab, scores)
+    model = unigram(vocab, scores)
     index = {token: i for i, token in enumerate(vocab)}
     cuts = [tuple(ids) for ids in segmentations(b"abcd", index)]
     weights = [math.exp(alpha * score_of(ids, scores)) for ids in cuts]
     draws = 6000
-    observed = Counter(tuple(model.sample(b"abcd", alpha, seed)) for seed in range(draws))
+    # Half the draws from single calls over seeds, half from one batch (a stream per document).
+    observed = Counter(tuple(model.encode(b"abcd", sample=True, alpha=alpha, seed=seed)) for seed in range(draws // 2))
+    observed.update(tuple(ids) for ids in model.encode_batch([b"abcd"] * (draws // 2), sample=True, alpha=alpha, seed=11))
     assert set(observed) <= set(cuts)
     expected = [draws * w / sum(weights) for w in weights]
     result = chisquare([observed[c] for c in cuts], expected)
@@ -155,52 +164,94 @@ def test_trainer_is_independent_of_thread_count():
 def test_unigram_beats_bytes_and_keeps_frequent_words_whole():
     counts = corpus_counts("kjv.txt", 400000)
     vocab, scores, _ = learn_unigram(counts, 1000)
-    model = _core.UnigramModel(vocab, scores, PreTokenizer("cl100k").pattern)
+    model = unigram(vocab, scores, "cl100k")
     assert [vocab[i] for i in model.encode(b" the LORD said")] == [b" the", b" LORD", b" said"]
 
 
 TRAINED = {}
 
 
-def trained_model():
+def trained_model() -> Tokenizer:
     if not TRAINED:
         counts = corpus_counts("handbook-zh-CN.txt")
         vocab, scores, _ = learn_unigram(counts, 700, seed_size=30000)
-        TRAINED["model"] = _core.UnigramModel(vocab, scores, PreTokenizer("cl100k").pattern, [(b"<|end|>", len(vocab))])
+        TRAINED["model"] = unigram(vocab, scores, "cl100k", {"<|end|>": len(vocab)})
         TRAINED["vocab"] = vocab
     return TRAINED["model"]
 
 
-@settings(max_examples=300, deadline=None)
-@given(st.one_of(st.text(), st.binary()), st.integers(0, 2**64 - 1))
-def test_round_trip_on_any_input(text, seed):
+# Arbitrary Unicode (lone surrogates included), arbitrary bytes, and text with the special token.
+ANY_INPUT = st.one_of(
+    st.text(st.characters(exclude_categories=())),
+    st.binary(),
+    st.lists(st.one_of(st.text(max_size=20), st.just("<|end|>")), max_size=5).map("".join),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(ANY_INPUT, st.integers(0, 2**64 - 1), st.sampled_from([0.0, 0.1, 1.0]))
+def test_round_trip_on_any_input(text, seed, alpha):
     model = trained_model()
     data = text.encode("utf-8", "surrogatepass") if isinstance(text, str) else text
-    assert model.decode(model.encode(data)) == data
-    assert model.decode(model.sample(data, 0.1, seed)) == data
-    for ids, _ in model.nbest(data, 3):
-        assert model.decode(ids) == data
+    plain = model.encode(text, allowed_special="all")
+    assert model.decode_bytes(plain) == data
+    sampled = model.encode(text, allowed_special="all", sample=True, alpha=alpha, seed=seed)
+    assert model.decode_bytes(sampled) == data
+    listed = model.encode_nbest(text, 3, allowed_special="all")
+    assert listed[0][0] == plain
+    assert len({tuple(ids) for ids, _ in listed}) == len(listed)
+    for ids, _ in listed:
+        assert model.decode_bytes(ids) == data
+    # The special token is one id in every cut.
+    special = len(TRAINED["vocab"])
+    assert sampled.count(special) == plain.count(special) == data.count(b"<|end|>")
 
 
 def test_sampling_repeats_with_its_seed_and_varies_across_seeds():
     model = trained_model()
-    text = "Debian 软件包管理系统 is a package manager".encode()
-    assert model.sample(text, 0.1, 42) == model.sample(text, 0.1, 42)
-    assert len({tuple(model.sample(text, 0.1, seed)) for seed in range(20)}) > 10
+    text = "Debian 软件包管理系统 is a package manager"
+    assert model.encode(text, sample=True, seed=42) == model.encode(text, sample=True, seed=42)
+    assert len({tuple(model.encode(text, sample=True, seed=seed)) for seed in range(20)}) > 10
     # Very large alpha concentrates on the Viterbi path.
-    assert model.sample(text, 50.0, 1) == model.encode(text)
+    assert model.encode(text, sample=True, alpha=50.0, seed=1) == model.encode(text)
 
 
-def test_special_tokens_and_bad_models():
+def test_batch_sampling_is_independent_of_thread_count():
     model = trained_model()
-    ids = model.encode(b"a<|end|>b")
-    assert len(TRAINED["vocab"]) in ids and model.decode(ids) == b"a<|end|>b"
-    with pytest.raises(ValueError, match="out of range"):
+    texts = [(DATA / "handbook-zh-CN.txt").read_text()[i * 500 : i * 500 + 500] for i in range(12)] * 2
+    one = model.encode_batch(texts, num_threads=1, sample=True, seed=3)
+    two = model.encode_batch(texts, num_threads=2, sample=True, seed=3)
+    assert one == two
+    assert one[0] == model.encode(texts[0], sample=True, seed=3)
+    assert one[0] != one[12]  # a repeated text is another document with its own draws
+    assert [model.decode(ids) for ids in one] == texts
+
+
+def test_special_tokens_unsupported_options_and_bad_models():
+    model = trained_model()
+    ids = model.encode("a<|end|>b", allowed_special="all")
+    assert len(TRAINED["vocab"]) in ids and model.decode(ids) == "a<|end|>b"
+    listed = model.encode_nbest("a<|end|>b", 4, allowed_special="all")
+    assert all(ids.count(len(TRAINED["vocab"])) == 1 for ids, _ in listed)
+    # Disallowed special-token text raises in every mode, as in plain encode.
+    with pytest.raises(EncodeError, match="<|end|>"):
+        model.encode("a<|end|>b", sample=True)
+    with pytest.raises(EncodeError, match="<|end|>"):
+        model.encode_nbest("a<|end|>b", 2)
+    with pytest.raises(ConfigError, match="dropout=p needs segmenter 'merges'.*supports sample=True and encode_nbest"):
+        model.encode("abc", dropout=0.1)
+    for alpha in (-1.0, float("inf"), None):
+        with pytest.raises(ConfigError, match="alpha"):
+            model.encode("abc", sample=True, alpha=alpha)
+    for n in (0, -2, 1.5, True):
+        with pytest.raises(ConfigError, match="positive integer"):
+            model.encode_nbest("abc", n)
+    with pytest.raises(DecodeError, match="not a token"):
         model.decode([10**6])
-    with pytest.raises(ValueError, match="0x00"):
-        _core.UnigramModel(BYTES[1:], [-1.0] * 255)
-    with pytest.raises(ValueError, match="finite"):
-        _core.UnigramModel(BYTES, [-1.0] * 255 + [float("nan")])
+    with pytest.raises(ConfigError, match="0x00"):
+        unigram(BYTES[1:], [-1.0] * 255)
+    with pytest.raises(ConfigError, match="finite"):
+        unigram(BYTES, [-1.0] * 255 + [float("nan")])
     with pytest.raises(ConfigError):
         unigram_budget(256, ["<s>"])
     with pytest.raises(ConfigError, match="shrinking_factor"):
@@ -208,8 +259,6 @@ def test_special_tokens_and_bad_models():
 
 
 def test_train_unigram_returns_a_tokenizer_that_round_trips():
-    # Runs once the shared Tokenizer and the `viterbi` Encoder constructor are merged.
-    pytest.importorskip("polytok.tokenizer")
     from polytok.trainers.unigram import train_unigram
 
     counts = corpus_counts("kjv.txt", 100000)

@@ -11,6 +11,7 @@ from __future__ import annotations
 import base64
 import json
 import math
+import secrets
 from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 from typing import Any, Literal
@@ -128,13 +129,79 @@ class Tokenizer:
         *,
         allowed_special: SpecialSet = frozenset(),
         disallowed_special: SpecialSet = "all",
+        sample: bool = False,
+        alpha: float = 0.1,
+        dropout: float | None = None,
+        seed: int | None = None,
     ) -> list[int]:
-        """The ids of `text`. Special-token text raises unless allowed (tiktoken's semantics)."""
+        """The ids of `text`. Special-token text raises unless allowed (tiktoken's semantics).
+
+        Subword regularisation: `sample=True` (viterbi tokenisers) draws each pre-token's cut with
+        probability ∝ P(cut)^alpha; `dropout=p` (merges tokenisers) skips every applicable merge
+        with probability p. The same `seed` gives the same ids; seed None draws a fresh one.
+        """
         policy = self._policy(allowed_special, disallowed_special)
+        randomness = self._randomness(sample, alpha, dropout, seed)
         try:
-            return self._encoder.encode(text, policy)
+            if randomness is None:
+                return self._encoder.encode(text, policy)
+            return self._encoder.encode_sampled(text, policy, *randomness)
         except _core.SpecialTokenFound as found:
             raise self._special_error(*found.args, batch=False) from None
+
+    def encode_nbest(
+        self,
+        text: str | bytes,
+        n: int,
+        *,
+        allowed_special: SpecialSet = frozenset(),
+        disallowed_special: SpecialSet = "all",
+    ) -> list[tuple[list[int], float]]:
+        """The `n` best distinct segmentations of `text` with their log-probabilities, best first
+        (viterbi tokenisers); the first is `encode(text)`. Special tokens as in `encode`."""
+        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
+            raise ConfigError(f"n must be a positive integer, not {n!r}")
+        if not self._encoder.offers("nbest"):
+            raise ConfigError(
+                f"encode_nbest needs a tokeniser that scores its segmentations (segmenter 'viterbi'); "
+                f"this one uses the {self.segmenter!r} segmenter{self._supported_randomness()}"
+            )
+        policy = self._policy(allowed_special, disallowed_special)
+        try:
+            return self._encoder.encode_nbest(text, policy, n)
+        except _core.SpecialTokenFound as found:
+            raise self._special_error(*found.args, batch=False) from None
+
+    def _randomness(self, sample: bool, alpha: float, dropout: float | None, seed: int | None) -> tuple[str, float, int] | None:
+        """The core's (kind, strength, seed) for a randomised encode, or None for the plain one."""
+        if not sample and dropout is None:
+            return None
+        if sample and dropout is not None:
+            raise ConfigError("choose one of sample=True (Unigram sampling) and dropout=p (BPE-dropout), not both")
+        kind, strength = ("sample", alpha) if sample else ("dropout", dropout)
+        if not self._encoder.offers(kind):
+            wanted = "sample=True needs segmenter 'viterbi'" if sample else "dropout=p needs segmenter 'merges'"
+            raise ConfigError(f"{wanted}; this tokeniser uses the {self.segmenter!r} segmenter{self._supported_randomness()}")
+        if isinstance(strength, bool) or not isinstance(strength, (int, float)) or not math.isfinite(strength):
+            raise ConfigError(f"{'alpha' if sample else 'dropout'} must be a finite number, not {strength!r}")
+        if sample and strength < 0:
+            raise ConfigError(f"alpha must be at least 0 (0 samples every segmentation alike), not {strength!r}")
+        if not sample and not 0 <= strength <= 1:
+            raise ConfigError(f"dropout must be a probability in [0, 1], not {strength!r}")
+        if seed is None:
+            seed = secrets.randbits(64)
+        elif isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
+            raise ConfigError(f"seed must be an integer in [0, 2**64) or None, not {seed!r}")
+        return kind, float(strength), seed
+
+    def _supported_randomness(self) -> str:
+        """The end of an error message: which of sampling, dropout and n-best this tokeniser has."""
+        offered = [
+            call
+            for ability, call in (("sample", "sample=True"), ("dropout", "dropout=p"), ("nbest", "encode_nbest"))
+            if self._encoder.offers(ability)
+        ]
+        return f", which supports {' and '.join(offered)}" if offered else ", which has no subword regularisation"
 
     def encode_ordinary(self, text: str | bytes) -> list[int]:
         """The ids of `text`, with special-token text encoded as ordinary text."""
@@ -161,10 +228,19 @@ class Tokenizer:
         *,
         allowed_special: SpecialSet = frozenset(),
         disallowed_special: SpecialSet = "all",
+        sample: bool = False,
+        alpha: float = 0.1,
+        dropout: float | None = None,
+        seed: int | None = None,
     ) -> list[list[int]]:
-        """`encode` of each text, in parallel on `num_threads` threads (default: all cores)."""
+        """`encode` of each text, in parallel on `num_threads` threads (default: all cores).
+        With sampling or dropout, text i draws from (seed, i): the ids do not depend on the
+        thread count, and text 0 gets what `encode(text, seed=seed)` gives."""
         policy = self._policy(allowed_special, disallowed_special)
+        randomness = self._randomness(sample, alpha, dropout, seed)
         try:
+            if randomness is not None:
+                return self._encoder.encode_batch_sampled(list(texts), policy, *randomness, _threads(num_threads))
             return self._encoder.encode_batch(list(texts), policy, _threads(num_threads))
         except _core.SpecialTokenFound as found:
             raise self._special_error(*found.args, batch=True) from None

@@ -16,7 +16,8 @@ use pyo3::types::{PyByteArray, PyBytes, PyString};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
-use super::{merges, Segmenter};
+use super::rng::SplitMix64;
+use super::{merges, RandomSegmenter, RankedSegmenter, Segmenter};
 use crate::pretokenize::PreTokenizer;
 
 pyo3::create_exception!(
@@ -137,28 +138,48 @@ impl Encoder {
         policy: Option<&SpecialPolicy>,
         out: &mut Vec<u32>,
     ) -> Result<(), Vec<u8>> {
-        let Some(policy) = policy else {
-            self.encode_ordinary_into(text, out);
-            return Ok(());
-        };
-        if let Some((matcher, texts)) = &policy.disallowed {
-            if let Some(found) = matcher.find(text) {
-                return Err(texts[found.pattern().as_usize()].clone());
-            }
-        }
-        match &policy.allowed {
-            None => self.encode_ordinary_into(text, out),
-            Some((matcher, ids)) => {
-                let mut start = 0;
-                for found in matcher.find_iter(text) {
-                    self.encode_ordinary_into(&text[start..found.start()], out);
-                    out.push(ids[found.pattern().as_usize()]);
-                    start = found.end();
-                }
-                self.encode_ordinary_into(&text[start..], out);
-            }
-        }
-        Ok(())
+        for_each_part(text, policy, |part| match part {
+            Part::Text(text) => self.encode_ordinary_into(text, out),
+            Part::Special(id) => out.push(id),
+        })
+    }
+
+    /// Like `encode_into`, with each pre-token cut at random by `random` (subword regularisation).
+    pub fn encode_random_into(
+        &self,
+        text: &[u8],
+        policy: Option<&SpecialPolicy>,
+        random: &dyn RandomSegmenter,
+        strength: f64,
+        rng: &mut SplitMix64,
+        out: &mut Vec<u32>,
+    ) -> Result<(), Vec<u8>> {
+        for_each_part(text, policy, |part| match part {
+            Part::Text(text) => self.pretokenizer.for_each_piece(text, |piece| {
+                random.segment_random(piece, strength, rng, out)
+            }),
+            Part::Special(id) => out.push(id),
+        })
+    }
+
+    /// The `n` best distinct cuts of the whole text under `policy`, best first, with their scores
+    /// (sums over the pre-tokens; a special token adds 0). Pre-tokens are cut independently, so
+    /// the n best of the text are among the combinations of each pre-token's n best.
+    pub fn encode_nbest(
+        &self,
+        text: &[u8],
+        policy: Option<&SpecialPolicy>,
+        ranked: &dyn RankedSegmenter,
+        n: usize,
+    ) -> Result<Vec<(Vec<u32>, f64)>, Vec<u8>> {
+        let mut combined = NBest::new(n);
+        for_each_part(text, policy, |part| match part {
+            Part::Text(text) => self
+                .pretokenizer
+                .for_each_piece(text, |piece| combined.append(ranked.nbest(piece, n))),
+            Part::Special(id) => combined.append(vec![(vec![id], 0.0)]),
+        })?;
+        Ok(combined.finish())
     }
 
     /// The bytes of `ids`; Err holds (id, position) of the first id that is no token.
@@ -192,18 +213,35 @@ impl Encoder {
         Ok(ids)
     }
 
-    /// Runs `work` on every text in parallel (order kept), on `num_threads` threads or rayon's
-    /// default pool. Err: (document index, token) of the first document with a disallowed token.
+    /// The segmenter's random cut of kind `kind` ("sample" or "dropout"), or why there is none.
+    fn random_segmenter(&self, kind: &str) -> PyResult<&dyn RandomSegmenter> {
+        match self.segmenter.random() {
+            Some(random) if random.kind().name() == kind => Ok(random),
+            _ => Err(PyValueError::new_err(format!(
+                "this segmenter offers no {kind:?} randomisation"
+            ))),
+        }
+    }
+
+    /// Runs `work(document index, text)` on every text in parallel (order kept), on
+    /// `num_threads` threads or rayon's default pool. Err: (document index, token) of the first
+    /// document with a disallowed token.
     fn run_batch<T: Send>(
         &self,
         py: Python<'_>,
         texts: &[Bound<'_, PyAny>],
         num_threads: Option<usize>,
-        work: impl Fn(&[u8]) -> Result<T, Vec<u8>> + Sync + Send,
+        work: impl Fn(usize, &[u8]) -> Result<T, Vec<u8>> + Sync + Send,
     ) -> PyResult<Vec<T>> {
         let texts: Vec<Cow<[u8]>> = texts.iter().map(text_bytes).collect::<PyResult<_>>()?;
         let results: Vec<Result<T, Vec<u8>>> = py.detach(|| -> PyResult<_> {
-            let run = || texts.par_iter().map(|text| work(text)).collect();
+            let run = || {
+                texts
+                    .par_iter()
+                    .enumerate()
+                    .map(|(index, text)| work(index, text))
+                    .collect()
+            };
             Ok(match num_threads {
                 None => run(),
                 Some(threads) => thread_pool(threads)
@@ -215,6 +253,115 @@ impl Encoder {
             .into_iter()
             .enumerate()
             .map(|(index, result)| result.map_err(|token| special_found(py, &token, index)))
+            .collect()
+    }
+}
+
+/// A stretch of input once the special-token policy has been applied.
+enum Part<'a> {
+    Text(&'a [u8]),
+    Special(u32),
+}
+
+/// Calls `visit` on each stretch of ordinary text and each allowed special token of `text`, in
+/// order (policy None: all of it is ordinary text). Err holds the bytes of a disallowed special
+/// token found in the text; then nothing is visited.
+fn for_each_part<'a>(
+    text: &'a [u8],
+    policy: Option<&SpecialPolicy>,
+    mut visit: impl FnMut(Part<'a>),
+) -> Result<(), Vec<u8>> {
+    let Some(policy) = policy else {
+        visit(Part::Text(text));
+        return Ok(());
+    };
+    if let Some((matcher, texts)) = &policy.disallowed {
+        if let Some(found) = matcher.find(text) {
+            return Err(texts[found.pattern().as_usize()].clone());
+        }
+    }
+    match &policy.allowed {
+        None => visit(Part::Text(text)),
+        Some((matcher, ids)) => {
+            let mut start = 0;
+            for found in matcher.find_iter(text) {
+                if found.start() > start {
+                    visit(Part::Text(&text[start..found.start()]));
+                }
+                visit(Part::Special(ids[found.pattern().as_usize()]));
+                start = found.end();
+            }
+            if start < text.len() {
+                visit(Part::Text(&text[start..]));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The `n` best cuts of a sequence of independently cut parts, built part by part. Each step
+/// keeps only back-pointers (which cut of the prefix, which option of the part), so a cut is
+/// spelled out once, at the end, instead of being copied at every step.
+struct NBest {
+    n: usize,
+    /// The options of each part: (ids, score), best first.
+    options: Vec<Vec<(Vec<u32>, f64)>>,
+    /// After each part, the n best cuts so far as (score, rank of the prefix's cut, option).
+    steps: Vec<Vec<(f64, usize, usize)>>,
+}
+
+impl NBest {
+    fn new(n: usize) -> Self {
+        NBest {
+            n,
+            options: Vec::new(),
+            steps: Vec::new(),
+        }
+    }
+
+    fn append(&mut self, options: Vec<(Vec<u32>, f64)>) {
+        let start = [(0.0, 0, 0)];
+        let previous = self.steps.last().map_or(&start[..], |step| &step[..]);
+        let mut candidates: Vec<(f64, usize, usize)> =
+            Vec::with_capacity(previous.len() * options.len());
+        for (rank, &(prefix_score, _, _)) in previous.iter().enumerate() {
+            // Both lists are best first, so (rank, option) comes after the (rank + 1)·(option + 1)
+            // pairs at or before both indices: only pairs with that product at most n can be kept.
+            for (option, &(_, score)) in options.iter().enumerate().take(self.n / (rank + 1)) {
+                candidates.push((prefix_score + score, rank, option));
+            }
+        }
+        // Ties keep the order of the prefix's cut, then of the part's option: deterministic.
+        candidates.sort_by(|x, y| y.0.total_cmp(&x.0).then((x.1, x.2).cmp(&(y.1, y.2))));
+        candidates.truncate(self.n);
+        self.steps.push(candidates);
+        self.options.push(options);
+    }
+
+    fn finish(self) -> Vec<(Vec<u32>, f64)> {
+        if self.n == 0 {
+            return Vec::new();
+        }
+        let Some(last) = self.steps.last() else {
+            return vec![(Vec::new(), 0.0)]; // empty text: its one cut is empty
+        };
+        last.iter()
+            .enumerate()
+            .map(|(mut rank, &(score, _, _))| {
+                let mut chosen = Vec::with_capacity(self.steps.len());
+                for step in self.steps.iter().rev() {
+                    let (_, previous, option) = step[rank];
+                    chosen.push(option);
+                    rank = previous;
+                }
+                let ids = chosen
+                    .iter()
+                    .rev()
+                    .zip(&self.options)
+                    .flat_map(|(&option, options)| options[option].0.iter().copied())
+                    .collect();
+                (ids, score)
+            })
             .collect()
     }
 }
@@ -373,7 +520,7 @@ impl Encoder {
         num_threads: Option<usize>,
     ) -> PyResult<Vec<Vec<u32>>> {
         let policy = policy.as_deref();
-        self.run_batch(py, &texts, num_threads, |text| {
+        self.run_batch(py, &texts, num_threads, |_, text| {
             let mut ids = Vec::new();
             self.encode_into(text, policy, &mut ids).map(|()| ids)
         })
@@ -389,12 +536,86 @@ impl Encoder {
         num_threads: Option<usize>,
     ) -> PyResult<Bound<'py, PyArray1<u64>>> {
         let policy = policy.as_deref();
-        let counts = self.run_batch(py, &texts, num_threads, |text| {
+        let counts = self.run_batch(py, &texts, num_threads, |_, text| {
             let mut ids = Vec::new();
             self.encode_into(text, policy, &mut ids)
                 .map(|()| ids.len() as u64)
         })?;
         Ok(PyArray1::from_vec(py, counts))
+    }
+
+    /// Whether this encoder's segmenter offers `ability`: "sample" (Unigram subword sampling),
+    /// "dropout" (BPE-dropout) or "nbest" (ranked cuts).
+    fn offers(&self, ability: &str) -> PyResult<bool> {
+        Ok(match ability {
+            "nbest" => self.segmenter.ranked().is_some(),
+            _ => self.random_segmenter(ability).is_ok(),
+        })
+    }
+
+    /// Ids of one text with each pre-token cut at random: `kind` "sample" draws a cut with
+    /// probability ∝ P^strength, "dropout" skips each merge with probability strength. The draws
+    /// come from `seed` as for document 0 of a batch.
+    #[pyo3(signature = (text, policy, kind, strength, seed))]
+    fn encode_sampled(
+        &self,
+        py: Python<'_>,
+        text: &Bound<'_, PyAny>,
+        policy: Option<PyRef<'_, SpecialPolicy>>,
+        kind: &str,
+        strength: f64,
+        seed: u64,
+    ) -> PyResult<Vec<u32>> {
+        let random = self.random_segmenter(kind)?;
+        let (text, policy) = (text_bytes(text)?, policy.as_deref());
+        let mut ids = Vec::new();
+        py.detach(|| {
+            let mut rng = SplitMix64::for_document(seed, 0);
+            self.encode_random_into(&text, policy, random, strength, &mut rng, &mut ids)
+        })
+        .map_err(|token| special_found(py, &token, 0))?;
+        Ok(ids)
+    }
+
+    /// `encode_sampled` of many texts in parallel; document i draws from (seed, i), so the ids
+    /// do not depend on the thread count.
+    #[pyo3(signature = (texts, policy, kind, strength, seed, num_threads=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn encode_batch_sampled(
+        &self,
+        py: Python<'_>,
+        texts: Vec<Bound<'_, PyAny>>,
+        policy: Option<PyRef<'_, SpecialPolicy>>,
+        kind: &str,
+        strength: f64,
+        seed: u64,
+        num_threads: Option<usize>,
+    ) -> PyResult<Vec<Vec<u32>>> {
+        let random = self.random_segmenter(kind)?;
+        let policy = policy.as_deref();
+        self.run_batch(py, &texts, num_threads, |index, text| {
+            let mut rng = SplitMix64::for_document(seed, index as u64);
+            let mut ids = Vec::new();
+            self.encode_random_into(text, policy, random, strength, &mut rng, &mut ids)
+                .map(|()| ids)
+        })
+    }
+
+    /// The `n` best distinct cuts of one text as (ids, score), best first.
+    #[pyo3(name = "encode_nbest", signature = (text, policy, n))]
+    fn py_encode_nbest(
+        &self,
+        py: Python<'_>,
+        text: &Bound<'_, PyAny>,
+        policy: Option<PyRef<'_, SpecialPolicy>>,
+        n: usize,
+    ) -> PyResult<Vec<(Vec<u32>, f64)>> {
+        let ranked = self.segmenter.ranked().ok_or_else(|| {
+            PyValueError::new_err("this segmenter does not rank its cuts: no n-best lists")
+        })?;
+        let (text, policy) = (text_bytes(text)?, policy.as_deref());
+        py.detach(|| self.encode_nbest(&text, policy, ranked, n))
+            .map_err(|token| special_found(py, &token, 0))
     }
 
     /// The bytes of a sequence of ids (a list, or an int64 numpy array).

@@ -22,7 +22,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use rustc_hash::FxHashMap;
 
-use super::Segmenter;
+use super::dropout::segment_with_dropout;
+use super::rng::SplitMix64;
+use super::{RandomKind, RandomSegmenter, Segmenter};
 
 /// No merge: the rank of a pair that is not a token (also marks "no right neighbour").
 const NONE: u32 = u32::MAX;
@@ -251,7 +253,31 @@ fn byte_ids(tokens: &[Vec<u8>]) -> Result<[u32; 256], String> {
     }
 }
 
+impl<R: MergeRule> RandomSegmenter for MergesSegmenter<R> {
+    fn kind(&self) -> RandomKind {
+        RandomKind::Dropout
+    }
+
+    /// BPE-dropout with probability `dropout`. At 0 this is exactly `segment` (which also answers
+    /// a piece that is a whole token directly, as tiktoken does, even where merging would not
+    /// reach it).
+    fn segment_random(&self, piece: &[u8], dropout: f64, rng: &mut SplitMix64, out: &mut Vec<u32>) {
+        if dropout <= 0.0 {
+            return self.segment(piece, out);
+        }
+        let merge_of = |piece: &[u8], start, end, left, right| {
+            let (rank, merged) = self.rule.join(&self.whole, piece, start, end, left, right);
+            (rank != NONE).then_some((rank, merged))
+        };
+        segment_with_dropout(piece, &self.byte_ids, merge_of, dropout, rng, out);
+    }
+}
+
 impl<R: MergeRule> Segmenter for MergesSegmenter<R> {
+    fn random(&self) -> Option<&dyn RandomSegmenter> {
+        Some(self)
+    }
+
     fn segment(&self, piece: &[u8], out: &mut Vec<u32>) {
         if piece.len() == 1 {
             out.push(self.byte_ids[piece[0] as usize]);

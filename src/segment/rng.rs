@@ -23,3 +23,13 @@ impl SplitMix64 {
         (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)
     }
 }
+
+impl SplitMix64 {
+    /// The generator of document `index` in a batch encoded with `seed`: the same for any thread
+    /// count and order of work. The index goes through the mixer first, so the streams of
+    /// neighbouring documents are unrelated rather than shifted copies of one another (SplitMix64
+    /// seeded with s + k·γ is the stream of s advanced k steps).
+    pub fn for_document(seed: u64, index: u64) -> Self {
+        SplitMix64::new(seed ^ SplitMix64::new(index).next_u64())
+    }
+}

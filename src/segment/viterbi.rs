@@ -7,7 +7,7 @@
 //! earliest (is longest) wins, position by position from the end.
 use super::longest_match::ByteTrie;
 use super::rng::SplitMix64;
-use super::Segmenter;
+use super::{RandomKind, RandomSegmenter, RankedSegmenter, Segmenter};
 
 /// One vocabulary match in a pre-token: bytes [start, end) are token `token`.
 #[derive(Clone, Copy, Debug)]
@@ -151,10 +151,6 @@ impl Viterbi {
         Ok(Viterbi { trie, root, scores: scores.to_vec() })
     }
 
-    pub fn scores(&self) -> &[f64] {
-        &self.scores
-    }
-
     fn lattice(&self, piece: &[u8], edges: &mut Vec<Edge>) {
         edges.clear();
         build_lattice(&self.trie, self.root, piece, |token| self.scores[token as usize], edges);
@@ -287,7 +283,31 @@ impl Viterbi {
     }
 }
 
+impl RandomSegmenter for Viterbi {
+    fn kind(&self) -> RandomKind {
+        RandomKind::Sample
+    }
+
+    fn segment_random(&self, piece: &[u8], alpha: f64, rng: &mut SplitMix64, out: &mut Vec<u32>) {
+        self.sample(piece, alpha, rng, out);
+    }
+}
+
+impl RankedSegmenter for Viterbi {
+    fn nbest(&self, piece: &[u8], n: usize) -> Vec<(Vec<u32>, f64)> {
+        Viterbi::nbest(self, piece, n)
+    }
+}
+
 impl Segmenter for Viterbi {
+    fn random(&self) -> Option<&dyn RandomSegmenter> {
+        Some(self)
+    }
+
+    fn ranked(&self) -> Option<&dyn RankedSegmenter> {
+        Some(self)
+    }
+
     fn segment(&self, piece: &[u8], out: &mut Vec<u32>) {
         // Most pre-tokens are short: their tables live on the stack, no allocation per piece.
         const ON_STACK: usize = 64;
