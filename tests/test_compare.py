@@ -257,3 +257,26 @@ def test_cli_compare(tmp_path, monkeypatch, capsys):
     run_compare(parser.parse_args([*arguments, "--csv"]))
     lines = capsys.readouterr().out.splitlines()
     assert lines[0].startswith("tokenizer,text,bytes,characters,words,lines,tokens") and len(lines) == 5
+
+
+def test_compare_and_evaluate_on_real_polytok_tokenizers(tmp_path):
+    data = Path(__file__).parent / "data"
+    english, spanish = (data / "handbook-en-US.txt").read_text(), (data / "handbook-es-ES.txt").read_text()
+    tokenizers = {
+        "bpe": polytok.train([english, spanish], vocab_size=800, progress=False),
+        "unigram": polytok.train([english, spanish], algorithm="unigram", vocab_size=800, progress=False),
+    }
+    comparison = polytok.compare(tokenizers, {"en": english, "es": spanish})
+    for row in comparison["rows"]:
+        tokenizer, text = tokenizers[row["tokenizer"]], {"en": english, "es": spanish}[row["text"]]
+        assert row["tokens"] == len(tokenizer.encode_ordinary(text))
+        assert row["bytes_per_token"] == pytest.approx(len(text.encode()) / row["tokens"])
+    english_tokens = {row["tokenizer"]: row["tokens"] for row in comparison["rows"] if row["text"] == "en"}
+    for row in comparison["rows"]:
+        assert row["tax"] == pytest.approx(row["tokens"] / english_tokens[row["tokenizer"]])
+    saved = tmp_path / "bpe.json"
+    tokenizers["bpe"].save(saved)
+    metrics = polytok.evaluate(polytok.load(saved), [data / "handbook-fr-FR.txt"])
+    french = (data / "handbook-fr-FR.txt").read_text()
+    assert metrics["tokens"] == len(tokenizers["bpe"].encode_ordinary(french))
+    assert metrics["bytes_per_token"] == pytest.approx(len(french.encode()) / metrics["tokens"])
