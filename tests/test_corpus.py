@@ -239,20 +239,18 @@ def test_globs_and_lists_of_paths(tmp_path):
         list(iter_documents(str(tmp_path / "z*.txt")))
 
 
-def test_lists_of_strings_are_paths_only_when_every_string_looks_like_one(tmp_path):
+def test_strings_in_a_list_are_documents_and_paths_are_pathlike(tmp_path):
     (tmp_path / "a.txt").write_text("from a\n")
     (tmp_path / "b.jsonl").write_text('{"text": "from b"}\n')
-    a, b = str(tmp_path / "a.txt"), str(tmp_path / "b.jsonl")
-    # As a command line passes them: existing files, globs, or missing names with a corpus suffix.
+    a, b = tmp_path / "a.txt", tmp_path / "b.jsonl"
     assert list(iter_documents([a, b])) == ["from a\n", "from b"]
-    assert list(iter_documents((str(tmp_path / "*.jsonl"), a))) == ["from b", "from a\n"]
+    assert list(iter_documents((tmp_path / "*.jsonl", a))) == ["from b", "from a\n"]
     with pytest.raises(CorpusError, match=r"no such file or directory: 'missing\.txt'"):
-        list(iter_documents([a, "missing.txt"]))
-    # Any string that does not look like a path makes every string of the list a document.
-    assert list(iter_documents([a, "hello world"])) == [a, "hello world"]
-    assert list(iter_documents(["see notes.txt", "line\n"])) == ["see notes.txt", "line\n"]
-    # Other iterables always yield documents.
-    assert list(iter_documents(name for name in [a])) == [a]
+        list(iter_documents([a, Path("missing.txt")]))
+    # A str inside a list is text, even when it names a file or a directory ("/").
+    assert list(iter_documents([str(a), "/", "notes.txt"])) == [str(a), "/", "notes.txt"]
+    # A single str is a path or a glob.
+    assert list(iter_documents(str(a))) == ["from a\n"]
 
 
 def test_iterables_of_documents_pass_through_and_may_mix_in_paths(tmp_path):

@@ -9,6 +9,7 @@ import argparse
 import importlib
 import json
 import sys
+from pathlib import Path
 from typing import Sequence
 
 import polytok
@@ -85,7 +86,7 @@ def build_parser() -> argparse.ArgumentParser:
     subparsers = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     count = _command(subparsers, "count", "Count the pre-tokens of a corpus into a reusable counts file.", EXAMPLES["count"])
-    count.add_argument("corpus", nargs="+", help="text, .jsonl or .parquet files (optionally .gz/.zst), directories or globs")
+    count.add_argument("corpus", type=Path, nargs="+", help="text, .jsonl or .parquet files (optionally .gz/.zst), directories or globs")
     count.add_argument("-o", "--output", required=True, help="counts file to write")
     count.add_argument("--pattern", default="cl100k", help="preset (gpt2, cl100k, o200k, nanochat), a regex, or 'none'")
     count.add_argument("--special", action="append", default=[], help="special token to split out (repeatable)")
@@ -93,7 +94,7 @@ def build_parser() -> argparse.ArgumentParser:
     add_corpus_options(count)
 
     train = _command(subparsers, "train", "Train a tokeniser on a corpus (default: the bundled corpus).", EXAMPLES["train"])
-    train.add_argument("corpus", nargs="*", help="corpus files, directories or globs; none: the bundled default corpus")
+    train.add_argument("corpus", type=Path, nargs="*", help="corpus files, directories or globs; none: the bundled default corpus")
     train.add_argument("--counts", help="a counts file from `polytok count` instead of a corpus")
     train.add_argument("-o", "--output", required=True, help="tokeniser file to write")
     train.add_argument("-a", "--algorithm", default="bpe", help="bpe, convex (and the others polytok.train knows)")
@@ -141,7 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     certify = _command(subparsers, "certify", "Lower-bound the token count any same-size vocabulary can reach.", EXAMPLES["certify"])
     _add_tokenizer_option(certify)
-    certify.add_argument("corpus", nargs="+", help="corpus files, directories or globs")
+    certify.add_argument("corpus", type=Path, nargs="+", help="corpus files, directories or globs")
     certify.add_argument("--solver", default="auto", help="auto, highs, pdlp or cuopt")
     certify.add_argument("--time-limit", type=float, default=None, help="solver time limit in seconds")
     certify.add_argument("--json", action="store_true", help="print the certificate as JSON")

@@ -118,9 +118,10 @@ def iter_documents(
         raise CorpusError(
             f"a corpus is a path, a glob or an iterable of documents; got {type(source).__name__}"
         ) from None
-    strings_are_paths = isinstance(source, (list, tuple)) and _is_list_of_paths(source)
+    # Inside an iterable, a str is always a document and a path must be a PathLike: guessing
+    # from the text would read "/" or "notes.txt" from disk when they were meant as text.
     for index, item in enumerate(items):
-        if isinstance(item, os.PathLike) or (strings_are_paths and isinstance(item, str)):
+        if isinstance(item, os.PathLike):
             for path in expand_paths(item):
                 yield from read_file(path, **options)
         elif isinstance(item, (str, bytes)):
@@ -132,21 +133,6 @@ def iter_documents(
                 f"corpus item {index} is {type(item).__name__}; expected str or bytes (a document) "
                 "or a pathlib.Path"
             )
-
-
-def _is_list_of_paths(items: list | tuple) -> bool:
-    """Whether the strings of a list look like the file arguments of a command line."""
-    strings = [item for item in items if isinstance(item, str)]
-    # all() stops at the first document, so a long list of documents costs one check.
-    return bool(strings) and all(_looks_like_path(string) for string in strings)
-
-
-def _looks_like_path(text: str) -> bool:
-    if not text or "\n" in text or "\0" in text or len(text) > 4096:
-        return False
-    if os.path.exists(text) or (glob.has_magic(text) and glob.glob(text, recursive=True)):
-        return True
-    return not any(character.isspace() for character in text) and _base_suffix(text) in TEXT_SUFFIXES
 
 
 def expand_paths(spec: str | os.PathLike[str]) -> list[Path]:

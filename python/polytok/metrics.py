@@ -15,6 +15,7 @@ import itertools
 import json
 import math
 import os
+from pathlib import Path
 import sys
 from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
@@ -624,7 +625,7 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
         "-t", "--tokenizer", action="append", required=True,
         help="tokeniser file (polytok JSON, .tiktoken, HF tokenizer.json, SentencePiece .model); repeatable",
     )
-    parser.add_argument("corpus", nargs="+", help="text, .jsonl or .parquet files, directories or globs")
+    parser.add_argument("corpus", type=Path, nargs="+", help="text, .jsonl or .parquet files, directories or globs")
     parser.add_argument("--threads", type=int, default=None, help="encoder threads (default: all cores)")
     add_tokenizer_format_options(parser)
     add_output_options(parser)
@@ -650,7 +651,7 @@ def run_eval(args: argparse.Namespace) -> None:
 
 def add_stability_arguments(parser: argparse.ArgumentParser) -> None:
     """`polytok stability --algorithm A --vocab-size N --samples k --fraction f CORPUS...`."""
-    parser.add_argument("corpus", nargs="+", help="corpus files, directories or globs")
+    parser.add_argument("corpus", type=Path, nargs="+", help="corpus files, directories or globs")
     parser.add_argument("-a", "--algorithm", default="bpe", help="bpe, convex (and the others polytok.train knows)")
     parser.add_argument("-v", "--vocab-size", type=int, required=True, help="total vocabulary size")
     parser.add_argument("-k", "--samples", type=int, default=5, help="independent samples to train on (at least 2)")
@@ -690,7 +691,7 @@ def run_stability(args: argparse.Namespace) -> None:
 
 def add_stats_arguments(parser: argparse.ArgumentParser) -> None:
     """`polytok stats CORPUS... [--json] [--plots DIR]`."""
-    parser.add_argument("corpus", nargs="+", help="corpus files, directories or globs")
+    parser.add_argument("corpus", type=Path, nargs="+", help="corpus files, directories or globs")
     parser.add_argument("--held-out", type=float, default=0.1, help="share of words, at the end, for the OOV rate")
     parser.add_argument("--plots", metavar="DIR", help="write rank-frequency.png and growth.png into DIR")
     parser.add_argument("--json", action="store_true", help="print JSON (curves included)")

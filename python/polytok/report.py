@@ -303,7 +303,7 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
                         help="tokeniser files: polytok JSON, .tiktoken, HF tokenizer.json, SentencePiece .model")
     parser.add_argument("--text", nargs="+", action="extend", required=True, metavar="FILE",
                         help="UTF-8 text files, e.g. the same document in several languages")
-    parser.add_argument("--corpus", nargs="+", action="extend", metavar="PATH",
+    parser.add_argument("--corpus", type=Path, nargs="+", action="extend", metavar="PATH",
                         help="corpus for the intrinsic metrics and statistics (default: the texts together)")
     parser.add_argument("-o", "--output", required=True, help="HTML file to write; .json and .csv go beside it")
     parser.add_argument("--reference", help="text (file stem) the tax is relative to (default: the first)")
