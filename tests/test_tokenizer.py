@@ -391,3 +391,16 @@ def test_failed_save_keeps_the_old_file(trained_tokenizers, tmp_path, monkeypatc
         tokenizer.save(path)
     assert path.read_text() == "previous content"
     assert [p.name for p in tmp_path.iterdir()] == ["tok.json"]
+
+
+def test_token_histogram_counts_the_ordinary_encoding():
+    vocab = [bytes([b]) for b in range(256)] + [b"ab", b"abc"]
+    tokenizer = Tokenizer(vocab, segmenter="merges", pattern="gpt2", merges=[(97, 98), (256, 99)],
+                          special_tokens={"<|s|>": 258})
+    texts = ["abc ab", "<|s|>abc", ""]
+    expected = np.zeros(259, dtype=np.uint64)
+    for text in texts:
+        for token in tokenizer.encode_ordinary(text):
+            expected[token] += 1
+    for threads in (1, 2):
+        assert tokenizer.token_histogram(texts, num_threads=threads).tolist() == expected.tolist()

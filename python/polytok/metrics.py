@@ -68,6 +68,23 @@ class TokenizerView:
                 "(encode_batch, token_bytes, vocab_size) or a tiktoken.Encoding"
             )
 
+    def add_counts(self, texts: list, num_threads: int | None, counts: np.ndarray) -> None:
+        """Adds how often each id occurs in the encoding of `texts` to `counts`: in the Rust
+        core without id lists for polytok tokenisers (special-token text counts as ordinary
+        text), through encode_batch for others."""
+        histogram = getattr(self.tokenizer, "token_histogram", None)
+        if histogram is not None:
+            found = histogram(texts, num_threads)
+            if len(found) > len(counts):
+                raise EncodeError(f"the tokeniser has ids up to {len(found) - 1}, beyond its vocab_size {len(counts)}")
+            counts[: len(found)] += found.astype(np.int64)
+            return
+        encoded = self.encode_batch(texts, num_threads)
+        try:
+            _core.add_token_counts(encoded, counts)
+        except (TypeError, ValueError) as error:
+            raise EncodeError(f"the tokeniser returned unusable ids: {error}") from None
+
     def encode_batch(self, texts: list, num_threads: int | None) -> list[list[int]]:
         """Token ids of each text, with the tokeniser's own rule for special-token text."""
         try:
@@ -254,11 +271,7 @@ def evaluate_documents(
             # Text first: it also checks that every document is str or bytes.
             for name, value in text_stats(batch).items():
                 totals[name] += value
-            encoded = view.encode_batch(batch, num_threads)
-            try:
-                _core.add_token_counts(encoded, counts)
-            except (TypeError, ValueError) as error:
-                raise EncodeError(f"the tokeniser returned unusable ids: {error}") from None
+            view.add_counts(batch, num_threads, counts)
             totals["documents"] += len(batch)
             bar.update(characters)
     if totals["bytes"] == 0:

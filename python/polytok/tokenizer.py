@@ -264,6 +264,11 @@ class Tokenizer:
         except _core.SpecialTokenFound as found:
             raise self._special_error(*found.args, batch=True) from None
 
+    def token_histogram(self, texts: Iterable[str | bytes], num_threads: int | None = None) -> np.ndarray:
+        """How often each id occurs in the ordinary encoding of `texts` (uint64, indexed by id),
+        computed in parallel without building id lists; what corpus metrics need."""
+        return self._encoder.token_histogram(list(texts), _threads(num_threads))
+
     def _policy(self, allowed_special: SpecialSet, disallowed_special: SpecialSet) -> Any:
         """The core's special-token policy (None: all special-token text is ordinary), cached."""
         key = (_freeze(allowed_special), _freeze(disallowed_special))

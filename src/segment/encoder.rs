@@ -544,6 +544,51 @@ impl Encoder {
         Ok(PyArray1::from_vec(py, counts))
     }
 
+    /// How often each id occurs in the ordinary encoding of `texts` (uint64, one entry per id),
+    /// in parallel without building the id lists: what corpus metrics need from an encoding.
+    #[pyo3(signature = (texts, num_threads=None))]
+    fn token_histogram<'py>(
+        &self,
+        py: Python<'py>,
+        texts: Vec<Bound<'py, PyAny>>,
+        num_threads: Option<usize>,
+    ) -> PyResult<Bound<'py, PyArray1<u64>>> {
+        let texts: Vec<Cow<[u8]>> = texts.iter().map(text_bytes).collect::<PyResult<_>>()?;
+        let size = self.token_offsets.len() - 1;
+        let histogram = py.detach(|| -> PyResult<Vec<u64>> {
+            // Integer sums: the result is the same whatever the split across threads.
+            let run = || {
+                texts
+                    .par_iter()
+                    .fold(
+                        || (vec![0u64; size], Vec::new()),
+                        |(mut histogram, mut ids), text| {
+                            ids.clear();
+                            // No policy: special-token text is ordinary, so this cannot fail.
+                            let _ = self.encode_into(text, None, &mut ids);
+                            for &id in &ids {
+                                histogram[id as usize] += 1;
+                            }
+                            (histogram, ids)
+                        },
+                    )
+                    .map(|(histogram, _)| histogram)
+                    .reduce(
+                        || vec![0u64; size],
+                        |mut total, part| {
+                            total.iter_mut().zip(part).for_each(|(sum, count)| *sum += count);
+                            total
+                        },
+                    )
+            };
+            Ok(match num_threads {
+                None => run(),
+                Some(threads) => thread_pool(threads).map_err(PyValueError::new_err)?.install(run),
+            })
+        })?;
+        Ok(PyArray1::from_vec(py, histogram))
+    }
+
     /// Whether this encoder's segmenter offers `ability`: "sample" (Unigram subword sampling),
     /// "dropout" (BPE-dropout) or "nbest" (ranked cuts).
     fn offers(&self, ability: &str) -> PyResult<bool> {
