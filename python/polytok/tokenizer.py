@@ -65,6 +65,7 @@ class Tokenizer:
         continuation_marker: str | None = None,
         training: dict | None = None,
         certificate: Any = None,
+        pipeline: Any = None,
     ):
         self.vocab: list[bytes] = [bytes(token) for token in vocab]
         self.segmenter = segmenter
@@ -78,6 +79,9 @@ class Tokenizer:
         self.continuation_marker = continuation_marker
         self.training = training
         self.certificate = certificate
+        # A file loaded from another library keeps its own text pipeline (added tokens,
+        # normaliser, pre-tokeniser, decoder) around the segmenter; see formats/huggingface.py.
+        self.pipeline = pipeline
         self._check()
         self._id_of_token: dict[bytes, int] = {}
         for token_id, token in enumerate(self.vocab):
@@ -129,7 +133,10 @@ class Tokenizer:
         allowed_special: SpecialSet = frozenset(),
         disallowed_special: SpecialSet = "all",
     ) -> list[int]:
-        """The ids of `text`. Special-token text raises unless allowed (tiktoken's semantics)."""
+        """The ids of `text`. Special-token text raises unless allowed (tiktoken's semantics);
+        a tokeniser loaded with its own pipeline always recognises its added tokens, as its library does."""
+        if self.pipeline is not None:
+            return self.pipeline.encode(self._encoder, text)
         policy = self._policy(allowed_special, disallowed_special)
         try:
             return self._encoder.encode(text, policy)
@@ -138,6 +145,8 @@ class Tokenizer:
 
     def encode_ordinary(self, text: str | bytes) -> list[int]:
         """The ids of `text`, with special-token text encoded as ordinary text."""
+        if self.pipeline is not None:
+            return self.pipeline.encode(self._encoder, text, split_added=False)
         return self._encoder.encode(text, None)
 
     def encode_to_numpy(
@@ -148,6 +157,8 @@ class Tokenizer:
         disallowed_special: SpecialSet = "all",
     ) -> np.ndarray:
         """Like `encode`, as a uint32 numpy array built without a Python list."""
+        if self.pipeline is not None:
+            return np.array(self.pipeline.encode(self._encoder, text), dtype=np.uint32)
         policy = self._policy(allowed_special, disallowed_special)
         try:
             return self._encoder.encode_to_numpy(text, policy)
@@ -163,6 +174,8 @@ class Tokenizer:
         disallowed_special: SpecialSet = "all",
     ) -> list[list[int]]:
         """`encode` of each text, in parallel on `num_threads` threads (default: all cores)."""
+        if self.pipeline is not None:
+            return [self.pipeline.encode(self._encoder, text) for text in texts]
         policy = self._policy(allowed_special, disallowed_special)
         try:
             return self._encoder.encode_batch(list(texts), policy, _threads(num_threads))
@@ -171,6 +184,8 @@ class Tokenizer:
 
     def encode_ordinary_batch(self, texts: Iterable[str | bytes], *, num_threads: int | None = None) -> list[list[int]]:
         """`encode_ordinary` of each text, in parallel."""
+        if self.pipeline is not None:
+            return [self.encode_ordinary(text) for text in texts]
         return self._encoder.encode_batch(list(texts), None, _threads(num_threads))
 
     def count_tokens(
@@ -182,6 +197,8 @@ class Tokenizer:
         disallowed_special: SpecialSet = "all",
     ) -> np.ndarray:
         """The number of tokens of each text (uint64), in parallel, without keeping the ids."""
+        if self.pipeline is not None:
+            return np.array([len(self.pipeline.encode(self._encoder, text)) for text in texts], dtype=np.uint64)
         policy = self._policy(allowed_special, disallowed_special)
         try:
             return self._encoder.count_batch(list(texts), policy, _threads(num_threads))
@@ -241,7 +258,12 @@ class Tokenizer:
             raise DecodeError(f"ids must be integers: {error}") from None
 
     def decode(self, ids: Iterable[int] | np.ndarray, errors: str = "replace") -> str:
-        """The text of `ids`; bytes that are not valid UTF-8 follow `errors` (as bytes.decode)."""
+        """The text of `ids`; bytes that are not valid UTF-8 follow `errors` (as bytes.decode).
+        A loaded tokeniser decodes through its file's decoder, as its own library does."""
+        if self.pipeline is not None:
+            ids = list(ids.reshape(-1) if isinstance(ids, np.ndarray) else ids)
+            self.decode_bytes(ids)  # the same DecodeError for ids that are no token
+            return self.pipeline.decode([int(token_id) for token_id in ids])
         return self.decode_bytes(ids).decode("utf-8", errors)
 
     def token_bytes(self, token_id: int) -> bytes:
@@ -304,12 +326,18 @@ class Tokenizer:
             "continuation_marker": self.continuation_marker,
             "training": self.training,
             "certificate": certificate,
+            **({} if self.pipeline is None else self.pipeline.info()),
         }
 
     # ---- files ------------------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
         """The polytok file record, in the file's field order."""
+        if self.pipeline is not None:
+            raise ConfigError(
+                f"this tokeniser was loaded from a {self.pipeline.kind} file whose pipeline polytok's "
+                f"format cannot hold; keep the original file (save_huggingface writes HF files back)"
+            )
         certificate = self.certificate
         if certificate is not None and hasattr(certificate, "to_dict"):
             certificate = certificate.to_dict()

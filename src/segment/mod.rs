@@ -3,6 +3,7 @@
 use pyo3::prelude::*;
 
 pub mod encoder;
+pub mod loaded;
 pub mod merges;
 
 /// Cuts one pre-token (never empty, never containing a special token) into token ids.

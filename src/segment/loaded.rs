@@ -1,0 +1,481 @@
+//! Segmenters for tokenisers loaded from other libraries' files (HF tokenizer.json, SentencePiece
+//! .model). Their vocabularies are character strings, not bytes: a word starts as its UTF-8
+//! characters, a character outside the vocabulary becomes its `<0xXX>` byte tokens (byte
+//! fallback) or the unknown token, and the rules follow the original libraries exactly:
+//! - `CharMerges` (HF BPE and SentencePiece BPE): repeatedly join the adjacent pair of lowest
+//!   rank, leftmost first;
+//! - `CharViterbi` (Unigram): the segmentation of highest total score; a character no token
+//!   starts with costs the unknown score; earlier candidates win ties;
+//! - `CharLongestMatch` (WordPiece): the longest vocabulary prefix, then the longest
+//!   continuation (with the `##` marker), and the whole word is unknown if a step finds nothing.
+//!
+//! Each word arrives as the UTF-8 bytes of one pre-token; bytes that are not UTF-8 count as
+//! one-byte characters (they can only reach the vocabulary through byte fallback).
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use rustc_hash::FxHashMap;
+
+use super::encoder::Encoder;
+use super::Segmenter;
+
+const NONE: u32 = u32::MAX;
+
+/// The byte length of the character starting at `text[at]` (1 for a byte that starts none).
+fn char_len(text: &[u8], at: usize) -> usize {
+    let len = match text[at] {
+        0x00..=0x7f => 1,
+        0xc2..=0xdf => 2,
+        0xe0..=0xef => 3,
+        0xf0..=0xf4 => 4,
+        _ => 1,
+    };
+    if at + len <= text.len() && std::str::from_utf8(&text[at..at + len]).is_ok() {
+        len
+    } else {
+        1
+    }
+}
+
+/// What becomes of characters outside the vocabulary: their byte tokens, else the unknown token.
+struct Unknowns {
+    /// `<0xXX>` token of each byte, NONE where the vocabulary has none.
+    byte_ids: [u32; 256],
+    byte_fallback: bool,
+    unk: Option<u32>,
+    /// Consecutive unknown characters become one unknown token.
+    fuse_unk: bool,
+}
+
+impl Unknowns {
+    fn new(byte_tokens: &[(u8, u32)], byte_fallback: bool, unk: Option<u32>, fuse_unk: bool) -> Self {
+        let mut byte_ids = [NONE; 256];
+        for &(byte, id) in byte_tokens {
+            byte_ids[byte as usize] = id;
+        }
+        Unknowns { byte_ids, byte_fallback, unk, fuse_unk }
+    }
+
+    /// The byte tokens of `text`, if byte fallback is on and every byte has one.
+    fn bytes_of(&self, text: &[u8]) -> Option<Vec<u32>> {
+        if !self.byte_fallback {
+            return None;
+        }
+        text.iter().map(|&b| Some(self.byte_ids[b as usize]).filter(|&id| id != NONE)).collect()
+    }
+}
+
+/// A token map from strings to (id, score), with the longest key length for prefix searches.
+#[derive(Default)]
+struct Strings {
+    ids: FxHashMap<Box<[u8]>, (u32, f64)>,
+    longest: usize,
+}
+
+impl Strings {
+    fn insert(&mut self, text: &[u8], id: u32, score: f64) {
+        self.longest = self.longest.max(text.len());
+        self.ids.entry(text.into()).or_insert((id, score));
+    }
+
+    #[inline]
+    fn get(&self, text: &[u8]) -> Option<(u32, f64)> {
+        self.ids.get(text).copied()
+    }
+}
+
+// ---- BPE -----------------------------------------------------------------------------------
+
+/// BPE on characters: pair (left id, right id) -> (rank, merged id).
+pub struct CharMerges {
+    tokens: Strings,
+    /// Symbols are single bytes (byte-level vocabularies) instead of characters.
+    byte_symbols: bool,
+    /// A word that is itself a token is that token, whatever the merges say (HF's ignore_merges).
+    ignore_merges: bool,
+    pairs: FxHashMap<u64, (u32, u32)>,
+    unknowns: Unknowns,
+}
+
+impl CharMerges {
+    /// The first symbols of a word (HF's rule): each character's token, else its byte tokens,
+    /// else the unknown token (fused with a preceding unknown if `fuse_unk`), else nothing.
+    fn initial_symbols(&self, word: &[u8], ids: &mut Vec<u32>) {
+        let mut pending_unk = false;
+        let mut at = 0;
+        while at < word.len() {
+            let len = if self.byte_symbols { 1 } else { char_len(word, at) };
+            let character = &word[at..at + len];
+            at += len;
+            if let Some((id, _)) = self.tokens.get(character) {
+                if pending_unk {
+                    ids.push(self.unknowns.unk.unwrap_or(NONE));
+                    pending_unk = false;
+                }
+                ids.push(id);
+            } else if let Some(bytes) = self.unknowns.bytes_of(character) {
+                ids.extend(bytes);
+            } else if let Some(unk) = self.unknowns.unk {
+                if pending_unk && !self.unknowns.fuse_unk {
+                    ids.push(unk);
+                }
+                pending_unk = true;
+            }
+        }
+        if pending_unk {
+            ids.push(self.unknowns.unk.unwrap_or(NONE));
+        }
+    }
+
+    #[inline]
+    fn join(&self, left: u32, right: u32) -> (u32, u32) {
+        self.pairs.get(&(((left as u64) << 32) | right as u64)).copied().unwrap_or((NONE, NONE))
+    }
+}
+
+impl Segmenter for CharMerges {
+    fn segment(&self, word: &[u8], out: &mut Vec<u32>) {
+        if self.ignore_merges {
+            if let Some((id, _)) = self.tokens.get(word) {
+                out.push(id);
+                return;
+            }
+        }
+        let mut ids = Vec::with_capacity(word.len());
+        self.initial_symbols(word, &mut ids);
+        let n = ids.len();
+        if n < 2 {
+            out.extend(ids);
+            return;
+        }
+        // A linked list of symbols and a heap of candidate pairs (rank, position); entries made
+        // stale by a merge are recognised on pop because the pair at that position changed.
+        let mut next: Vec<usize> = (1..=n).collect();
+        let mut prev: Vec<usize> = (0..n).map(|i| i.wrapping_sub(1)).collect();
+        let mut alive = vec![true; n];
+        let mut heap = BinaryHeap::with_capacity(n);
+        for i in 0..n - 1 {
+            let (rank, _) = self.join(ids[i], ids[i + 1]);
+            if rank != NONE {
+                heap.push(Reverse((rank, i)));
+            }
+        }
+        while let Some(Reverse((rank, i))) = heap.pop() {
+            if !alive[i] || next[i] >= n {
+                continue;
+            }
+            let right = next[i];
+            let (current_rank, merged) = self.join(ids[i], ids[right]);
+            if current_rank != rank {
+                continue;
+            }
+            ids[i] = merged;
+            alive[right] = false;
+            next[i] = next[right];
+            if next[i] < n {
+                prev[next[i]] = i;
+            }
+            if next[i] < n {
+                let (rank, _) = self.join(ids[i], ids[next[i]]);
+                if rank != NONE {
+                    heap.push(Reverse((rank, i)));
+                }
+            }
+            if i > 0 && prev[i] < n {
+                let left = prev[i];
+                let (rank, _) = self.join(ids[left], ids[i]);
+                if rank != NONE {
+                    heap.push(Reverse((rank, left)));
+                }
+            }
+        }
+        let mut i = 0;
+        while i < n {
+            out.push(ids[i]);
+            i = next[i];
+        }
+    }
+}
+
+// ---- Unigram -------------------------------------------------------------------------------
+
+/// Unigram's best segmentation over the lattice of vocabulary strings.
+pub struct CharViterbi {
+    lattice: Strings,
+    unknowns: Unknowns,
+    unk_score: f64,
+}
+
+#[derive(Clone, Copy)]
+struct Best {
+    score: f64,
+    start: usize,
+    id: u32,
+}
+
+impl Segmenter for CharViterbi {
+    fn segment(&self, word: &[u8], out: &mut Vec<u32>) {
+        let n = word.len();
+        let unset = Best { score: 0.0, start: usize::MAX, id: NONE };
+        let mut best = vec![unset; n + 1];
+        best[0].start = 0;
+        let mut start = 0;
+        while start < n {
+            let so_far = best[start].score;
+            let first_len = char_len(word, start);
+            let mut has_single_character = false;
+            // Candidates in order of length, as a trie's prefix search yields them.
+            let mut end = start;
+            while end < n && end - start < self.lattice.longest {
+                end += char_len(word, end);
+                if end - start > self.lattice.longest {
+                    break;
+                }
+                if let Some((id, score)) = self.lattice.get(&word[start..end]) {
+                    let candidate = so_far + score;
+                    let target = &mut best[end];
+                    if target.start == usize::MAX || candidate > target.score {
+                        *target = Best { score: candidate, start, id };
+                    }
+                    has_single_character |= end - start == first_len;
+                }
+            }
+            if !has_single_character {
+                let candidate = so_far + self.unk_score;
+                let target = &mut best[start + first_len];
+                if target.start == usize::MAX || candidate > target.score {
+                    *target = Best { score: candidate, start, id: NONE };
+                }
+            }
+            start += first_len;
+        }
+        // Back from the end; NONE marks an unknown span.
+        let mut path: Vec<(usize, usize, u32)> = Vec::new();
+        let mut end = n;
+        while end > 0 {
+            let node = best[end];
+            path.push((node.start, end, node.id));
+            end = node.start;
+        }
+        path.reverse();
+        let mut i = 0;
+        while i < path.len() {
+            let (start, mut end, id) = path[i];
+            i += 1;
+            if id != NONE {
+                out.push(id);
+                continue;
+            }
+            if self.unknowns.fuse_unk {
+                while i < path.len() && path[i].2 == NONE {
+                    end = path[i].1;
+                    i += 1;
+                }
+            }
+            match self.unknowns.bytes_of(&word[start..end]) {
+                Some(bytes) => out.extend(bytes),
+                None => out.push(self.unknowns.unk.unwrap_or(NONE)),
+            }
+        }
+    }
+}
+
+// ---- WordPiece -----------------------------------------------------------------------------
+
+/// WordPiece's greedy longest match, with a continuation marker and one unknown token per word
+/// that cannot be cut or has more than `max_chars` characters.
+pub struct CharLongestMatch {
+    tokens: Strings,
+    continuation: Vec<u8>,
+    max_chars: usize,
+    unk: u32,
+}
+
+impl Segmenter for CharLongestMatch {
+    fn segment(&self, word: &[u8], out: &mut Vec<u32>) {
+        let mut boundaries = vec![0];
+        let mut at = 0;
+        while at < word.len() {
+            at += char_len(word, at);
+            boundaries.push(at);
+        }
+        if boundaries.len() - 1 > self.max_chars {
+            out.push(self.unk);
+            return;
+        }
+        let mark = out.len();
+        let mut key = Vec::new();
+        let mut first = 0;
+        while first + 1 < boundaries.len() {
+            let mut found = None;
+            for last in (first + 1..boundaries.len()).rev() {
+                key.clear();
+                if first > 0 {
+                    key.extend_from_slice(&self.continuation);
+                }
+                key.extend_from_slice(&word[boundaries[first]..boundaries[last]]);
+                if let Some((id, _)) = self.tokens.get(&key) {
+                    found = Some((id, last));
+                    break;
+                }
+            }
+            match found {
+                Some((id, last)) => {
+                    out.push(id);
+                    first = last;
+                }
+                None => {
+                    out.truncate(mark);
+                    out.push(self.unk);
+                    return;
+                }
+            }
+        }
+    }
+}
+
+// ---- Python constructors ---------------------------------------------------------------------
+
+fn strings(entries: &[(Vec<u8>, u32, f64)]) -> Strings {
+    let mut map = Strings::default();
+    for (text, id, score) in entries {
+        map.insert(text, *id, *score);
+    }
+    map
+}
+
+#[pymethods]
+impl Encoder {
+    /// Character-level BPE. `tokens[i]` are the bytes id i decodes to; `strings` are the
+    /// (text, id) pairs a character or merge result is looked up by; `merges[k] = (left, right,
+    /// merged)` has rank k; `byte_tokens` are (byte, id) of the `<0xXX>` tokens. With
+    /// `byte_symbols` a word starts as single bytes; `pattern` pre-tokenises in the core.
+    #[staticmethod]
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (pattern, tokens, strings, merges, byte_tokens, byte_fallback, unk, fuse_unk, byte_symbols, ignore_merges))]
+    fn char_merges(
+        pattern: Option<&str>,
+        tokens: Vec<Vec<u8>>,
+        strings: Vec<(Vec<u8>, u32)>,
+        merges: Vec<(u32, u32, u32)>,
+        byte_tokens: Vec<(u8, u32)>,
+        byte_fallback: bool,
+        unk: Option<u32>,
+        fuse_unk: bool,
+        byte_symbols: bool,
+        ignore_merges: bool,
+    ) -> PyResult<Self> {
+        let mut pairs = FxHashMap::default();
+        for (rank, &(left, right, merged)) in merges.iter().enumerate() {
+            // The first of two equal merges wins, as in a rank table built from the list.
+            pairs.entry(((left as u64) << 32) | right as u64).or_insert((rank as u32, merged));
+        }
+        let entries: Vec<(Vec<u8>, u32, f64)> = strings.into_iter().map(|(t, id)| (t, id, 0.0)).collect();
+        let segmenter = CharMerges {
+            tokens: self::strings(&entries),
+            byte_symbols,
+            ignore_merges,
+            pairs,
+            unknowns: Unknowns::new(&byte_tokens, byte_fallback, unk, fuse_unk),
+        };
+        Ok(Encoder::from_parts(pattern, Box::new(segmenter), tokens, Vec::new())?)
+    }
+
+    /// Unigram: `lattice` holds the (text, id, score) entries a word can be cut into;
+    /// `unk_score` is the score of an unknown character.
+    #[staticmethod]
+    #[pyo3(signature = (tokens, lattice, byte_tokens, byte_fallback, unk, fuse_unk, unk_score))]
+    fn char_viterbi(
+        tokens: Vec<Vec<u8>>,
+        lattice: Vec<(Vec<u8>, u32, f64)>,
+        byte_tokens: Vec<(u8, u32)>,
+        byte_fallback: bool,
+        unk: Option<u32>,
+        fuse_unk: bool,
+        unk_score: f64,
+    ) -> PyResult<Self> {
+        if !unk_score.is_finite() {
+            return Err(PyValueError::new_err("the unknown score must be finite"));
+        }
+        let segmenter = CharViterbi {
+            lattice: strings(&lattice),
+            unknowns: Unknowns::new(&byte_tokens, byte_fallback, unk, fuse_unk),
+            unk_score,
+        };
+        Ok(Encoder::from_parts(None, Box::new(segmenter), tokens, Vec::new())?)
+    }
+
+    /// WordPiece: (text, id) `strings` include the continuation forms (e.g. "##ing").
+    #[staticmethod]
+    #[pyo3(signature = (tokens, strings, continuation, max_chars, unk))]
+    fn char_longest_match(
+        tokens: Vec<Vec<u8>>,
+        strings: Vec<(Vec<u8>, u32)>,
+        continuation: Vec<u8>,
+        max_chars: usize,
+        unk: u32,
+    ) -> PyResult<Self> {
+        let entries: Vec<(Vec<u8>, u32, f64)> = strings.into_iter().map(|(t, id)| (t, id, 0.0)).collect();
+        let segmenter = CharLongestMatch { tokens: self::strings(&entries), continuation, max_chars, unk };
+        Ok(Encoder::from_parts(None, Box::new(segmenter), tokens, Vec::new())?)
+    }
+
+    /// The ids of pre-tokenised words given back to back: `data` cut at `lengths`.
+    fn encode_words(&self, py: Python<'_>, data: &[u8], lengths: Vec<usize>) -> PyResult<Vec<u32>> {
+        if lengths.iter().sum::<usize>() != data.len() {
+            return Err(PyValueError::new_err("the word lengths do not add up to the data"));
+        }
+        Ok(py.detach(|| {
+            let mut out = Vec::with_capacity(data.len() / 2);
+            let mut start = 0;
+            for length in lengths {
+                if length > 0 {
+                    self.encode_ordinary_into(&data[start..start + length], &mut out);
+                }
+                start += length;
+            }
+            out
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn char_merges_replays_by_rank_and_falls_back_to_bytes() {
+        let mut tokens = Strings::default();
+        for (id, text) in ["a", "b", "ab", "abb"].iter().enumerate() {
+            tokens.insert(text.as_bytes(), id as u32, 0.0);
+        }
+        let mut pairs = FxHashMap::default();
+        pairs.insert((0u64 << 32) | 1, (0, 2)); // a b -> ab
+        pairs.insert((2u64 << 32) | 1, (1, 3)); // ab b -> abb
+        let segmenter = CharMerges {
+            tokens,
+            byte_symbols: false,
+            ignore_merges: false,
+            pairs,
+            unknowns: Unknowns::new(&[(0xc3, 10), (0xa9, 11)], true, Some(9), true),
+        };
+        let mut out = Vec::new();
+        segmenter.segment("abbaéb".as_bytes(), &mut out);
+        assert_eq!(out, vec![3, 0, 10, 11, 1]);
+    }
+
+    #[test]
+    fn longest_match_gives_one_unknown_for_an_uncuttable_word() {
+        let mut tokens = Strings::default();
+        for (id, text) in ["un", "##able", "##a", "x"].iter().enumerate() {
+            tokens.insert(text.as_bytes(), id as u32, 0.0);
+        }
+        let segmenter = CharLongestMatch { tokens, continuation: b"##".to_vec(), max_chars: 100, unk: 99 };
+        let mut out = Vec::new();
+        segmenter.segment(b"unable", &mut out);
+        segmenter.segment(b"unabz", &mut out);
+        assert_eq!(out, vec![0, 1, 99]);
+    }
+}
