@@ -206,6 +206,9 @@ pub struct CharViterbi {
     lattice: Strings,
     unknowns: Unknowns,
     unk_score: f64,
+    /// Path scores are summed in f32, as SentencePiece does (HF sums in f64); equal-looking
+    /// paths can differ in the last bit, and that decides ties.
+    single_precision: bool,
 }
 
 #[derive(Clone, Copy)]
@@ -213,6 +216,17 @@ struct Best {
     score: f64,
     start: usize,
     id: u32,
+}
+
+impl CharViterbi {
+    #[inline]
+    fn add(&self, path: f64, score: f64) -> f64 {
+        if self.single_precision {
+            (path as f32 + score as f32) as f64
+        } else {
+            path + score
+        }
+    }
 }
 
 impl Segmenter for CharViterbi {
@@ -234,7 +248,7 @@ impl Segmenter for CharViterbi {
                     break;
                 }
                 if let Some((id, score)) = self.lattice.get(&word[start..end]) {
-                    let candidate = so_far + score;
+                    let candidate = self.add(so_far, score);
                     let target = &mut best[end];
                     if target.start == usize::MAX || candidate > target.score {
                         *target = Best { score: candidate, start, id };
@@ -243,7 +257,7 @@ impl Segmenter for CharViterbi {
                 }
             }
             if !has_single_character {
-                let candidate = so_far + self.unk_score;
+                let candidate = self.add(so_far, self.unk_score);
                 let target = &mut best[start + first_len];
                 if target.start == usize::MAX || candidate > target.score {
                     *target = Best { score: candidate, start, id: NONE };
@@ -352,9 +366,10 @@ impl Encoder {
     /// (text, id) pairs a character or merge result is looked up by; `merges[k] = (left, right,
     /// merged)` has rank k; `byte_tokens` are (byte, id) of the `<0xXX>` tokens. With
     /// `byte_symbols` a word starts as single bytes; `pattern` pre-tokenises in the core.
+    /// `merge_ranks[k]`, when given, is merge k's rank instead of k (equal ranks: leftmost first).
     #[staticmethod]
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (pattern, tokens, strings, merges, byte_tokens, byte_fallback, unk, fuse_unk, byte_symbols, ignore_merges))]
+    #[pyo3(signature = (pattern, tokens, strings, merges, byte_tokens, byte_fallback, unk, fuse_unk, byte_symbols, ignore_merges, merge_ranks))]
     fn char_merges(
         pattern: Option<&str>,
         tokens: Vec<Vec<u8>>,
@@ -366,11 +381,16 @@ impl Encoder {
         fuse_unk: bool,
         byte_symbols: bool,
         ignore_merges: bool,
+        merge_ranks: Option<Vec<u32>>,
     ) -> PyResult<Self> {
+        if merge_ranks.as_ref().is_some_and(|ranks| ranks.len() != merges.len()) {
+            return Err(PyValueError::new_err("one rank per merge is needed"));
+        }
         let mut pairs = FxHashMap::default();
-        for (rank, &(left, right, merged)) in merges.iter().enumerate() {
+        for (index, &(left, right, merged)) in merges.iter().enumerate() {
+            let rank = merge_ranks.as_ref().map_or(index as u32, |ranks| ranks[index]);
             // The first of two equal merges wins, as in a rank table built from the list.
-            pairs.entry(((left as u64) << 32) | right as u64).or_insert((rank as u32, merged));
+            pairs.entry(((left as u64) << 32) | right as u64).or_insert((rank, merged));
         }
         let entries: Vec<(Vec<u8>, u32, f64)> = strings.into_iter().map(|(t, id)| (t, id, 0.0)).collect();
         let segmenter = CharMerges {
@@ -384,9 +404,10 @@ impl Encoder {
     }
 
     /// Unigram: `lattice` holds the (text, id, score) entries a word can be cut into;
-    /// `unk_score` is the score of an unknown character.
+    /// `unk_score` is the score of an unknown character; `single_precision` sums scores in f32.
     #[staticmethod]
-    #[pyo3(signature = (tokens, lattice, byte_tokens, byte_fallback, unk, fuse_unk, unk_score))]
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (tokens, lattice, byte_tokens, byte_fallback, unk, fuse_unk, unk_score, single_precision))]
     fn char_viterbi(
         tokens: Vec<Vec<u8>>,
         lattice: Vec<(Vec<u8>, u32, f64)>,
@@ -395,6 +416,7 @@ impl Encoder {
         unk: Option<u32>,
         fuse_unk: bool,
         unk_score: f64,
+        single_precision: bool,
     ) -> PyResult<Self> {
         if !unk_score.is_finite() {
             return Err(PyValueError::new_err("the unknown score must be finite"));
@@ -403,6 +425,7 @@ impl Encoder {
             lattice: strings(&lattice),
             unknowns: Unknowns::new(&byte_tokens, byte_fallback, unk, fuse_unk),
             unk_score,
+            single_precision,
         };
         Ok(Encoder::from_parts(None, Box::new(segmenter), tokens, Vec::new())?)
     }

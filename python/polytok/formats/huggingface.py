@@ -895,7 +895,7 @@ def tokenizer_from_huggingface(record: Any, source: str) -> Tokenizer:
         arguments = dict(
             pattern=native, tokens=vocab, strings=model_strings, merges=merges, byte_tokens=byte_tokens,
             byte_fallback=bool(model.get("byte_fallback")), unk=unk, fuse_unk=bool(model.get("fuse_unk")),
-            byte_symbols=byte_level, ignore_merges=bool(model.get("ignore_merges")),
+            byte_symbols=byte_level, ignore_merges=bool(model.get("ignore_merges")), merge_ranks=None,
         )
         segmenter = "char_merges"
     elif model_type == "WordPiece":
@@ -914,14 +914,16 @@ def tokenizer_from_huggingface(record: Any, source: str) -> Tokenizer:
         lattice = [(texts[token_id].encode("utf-8"), token_id, scores[token_id]) for token_id in range(model_size)]
         minimum = min(scores.values()) if scores else 0.0
         arguments = dict(tokens=vocab, lattice=lattice, byte_tokens=byte_tokens, byte_fallback=bool(model.get("byte_fallback")),
-                         unk=unk, fuse_unk=True, unk_score=minimum - 10.0)
+                         unk=unk, fuse_unk=True, unk_score=minimum - 10.0, single_precision=False)
         segmenter = "char_viterbi"
     core_splits = segmenter == "char_merges" and native is not None
     pipeline = LoadedPipeline(kind="HF tokenizer.json", record=record, added=added, normalizer=normalizer,
                               pre_tokenizer=None if core_splits else steps,
                               decoder=decoder, token_texts=decode_texts, segmenter_arguments=arguments,
                               lossy=lossy, components=components)
-    return _build(vocab, segmenter, None, pipeline, source, algorithm={"BPE": "bpe", "WordPiece": "wordpiece", "Unigram": "unigram"}[model_type])
+    marker = (model.get("continuing_subword_prefix", "##") or None) if model_type == "WordPiece" else None
+    return _build(vocab, segmenter, None, pipeline, source, continuation_marker=marker,
+                  algorithm={"BPE": "bpe", "WordPiece": "wordpiece", "Unigram": "unigram"}[model_type])
 
 
 def _is_hex(text: str) -> bool:
