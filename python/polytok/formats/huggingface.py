@@ -428,10 +428,10 @@ def _spans(text: str, matches: Iterable[tuple[int, int]], behavior: str, invert:
                 out.append((start, end))
             next_match = is_match
         out.reverse()
-    else:  # Contiguous
+    else:  # Contiguous: neighbouring spans of the same kind join
         out, previous_match = [], False
         for start, end, is_match in spans:
-            if is_match and previous_match and out:
+            if is_match == previous_match and out:
                 out[-1] = (out[-1][0], end)
             else:
                 out.append((start, end))
@@ -825,10 +825,12 @@ def tokenizer_from_huggingface(record: Any, source: str) -> Tokenizer:
     if missing is not None:
         raise fail(f"no token has id {missing}; ids must run from 0 without gaps")
     token_texts = [texts[token_id] for token_id in range(size)]
-    # HF decodes an added token to its content, even where the model's vocabulary has the id
+    # HF decodes an added token to its content (normalised if the token is matched normalised),
+    # even where the model's vocabulary has the id
     decode_texts = list(token_texts)
     for token in added:
-        decode_texts[token["id"]] = token["content"]
+        normalized = token.get("normalized") and normalizer is not None
+        decode_texts[token["id"]] = normalizer(token["content"]) if normalized else token["content"]
     if model.get("byte_fallback"):
         byte_tokens = [(int(text[3:5], 16), token_id) for token_id, text in enumerate(token_texts)
                        if len(text) == 6 and text.startswith("<0x") and text.endswith(">") and _is_hex(text[3:5])]
@@ -900,6 +902,8 @@ def tokenizer_from_huggingface(record: Any, source: str) -> Tokenizer:
         segmenter = "char_merges"
     elif model_type == "WordPiece":
         unk = unk_id(model.get("unk_token", "[UNK]"))
+        if unk is None:
+            raise fail("model.unk_token is missing; a WordPiece model needs one for words it cannot cut")
         prefix = model.get("continuing_subword_prefix", "##") or ""
         max_chars = int(model.get("max_input_chars_per_word", 100))
         lossy.append(f"words that cannot be cut, or longer than {max_chars} characters, become {model.get('unk_token', '[UNK]')!r}")

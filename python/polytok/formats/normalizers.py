@@ -62,7 +62,8 @@ def strip(left: bool, right: bool) -> Normalizer:
 
 
 def _is_bert_control(char: str) -> bool:
-    return char not in "\t\n\r" and unicodedata.category(char).startswith("C")
+    # HF counts Cc, Cf and Co (not unassigned code points) as control characters
+    return char not in "\t\n\r" and unicodedata.category(char) in ("Cc", "Cf", "Co")
 
 
 def _is_chinese(char: str) -> bool:
