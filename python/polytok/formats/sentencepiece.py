@@ -232,7 +232,7 @@ class SentencePiecePipeline(LoadedPipeline):
             if pending:
                 out.append(pending.decode("utf-8", "replace"))
                 pending.clear()
-                first = False
+                first = first and not out[-1]
 
         for token_id in ids:
             piece, _, kind = pieces[token_id]
@@ -242,14 +242,19 @@ class SentencePiecePipeline(LoadedPipeline):
             flush()
             if kind == CONTROL:
                 continue
+            consumed_space = False
             if kind == UNKNOWN:
                 surface = spec["unk_surface"]
             else:
+                # the first piece loses its leading "▁"; when extra whitespace is removed, so do
+                # all leading pieces that are only "▁"
                 if first and strip_first and piece.startswith(SPACE):
                     piece = piece[len(SPACE) :]
+                    consumed_space = not spec["remove_extra_whitespaces"]
                 surface = piece.replace(SPACE, " ")
             out.append(surface)
-            first = False
+            if surface or consumed_space:
+                first = False
         flush()
         return "".join(out)
 
