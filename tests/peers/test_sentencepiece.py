@@ -61,7 +61,7 @@ def pairs(tmp_path_factory) -> dict[str, tuple[object, polytok.Tokenizer, Path]]
 HOSTILE = [
     "", " ", "   ", "\n", "Hello  world!! x", "  leading and trailing  ", "ＡＢＣ① ﬁ ㍿", "e\u0301 é", "中文字符 和 日本語",
     "🙂🙂 👩‍👩‍👧", "<sep>a<sep> b foo", "foofoo", "<s> </s> <unk>", "▁▁ ▁x", "\t\ttab\u3000ideographic", "\x00\x01\x7f",
-    "x" * 300, "1234567890", "İstanbul ΑΣ", "\u200b\u00ad soft", "a\u0000b",
+    "x" * 300, "1234567890", "İstanbul ΑΣ", "\u200b\u00ad soft", "a\u0000b", "▁", "a▁", "a ▁ ",
 ]
 
 

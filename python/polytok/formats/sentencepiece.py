@@ -192,12 +192,15 @@ class SentencePiecePipeline(LoadedPipeline):
         if "\ud800" <= max(text, default="\0") and any("\ud800" <= char <= "\udfff" for char in text):
             text = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
         if spec["remove_extra_whitespaces"]:
-            text = regex.sub(" +", " ", text.strip(" "))
+            text = regex.sub(" +", " ", text.lstrip(" "))
         if not text:
             return ""
         if spec["add_dummy_prefix"]:
             text = " " + text
-        return text.replace(" ", self.space) if spec["escape_whitespaces"] else text
+        if spec["escape_whitespaces"]:
+            text = text.replace(" ", self.space)
+        # trailing space symbols go, whether they were spaces or "▁" in the input
+        return text.rstrip(self.space) if spec["remove_extra_whitespaces"] else text
 
     def encode(self, encoder: Any, text: str | bytes, split_added: bool = True) -> list[int]:
         if not isinstance(text, str):
