@@ -282,3 +282,16 @@ def test_split_behaviours_match_hf(tmp_path):
             ours = polytok.load_huggingface(path)
             for sample in [text, "-", "--", "ab", "", "-a-"]:
                 assert ours.encode(sample) == _ids(hf, sample), (behavior, invert, sample)
+
+
+def test_unigram_ties_break_as_tokenizers_reads_the_scores(tmp_path):
+    """Two paths with the same true score: `tokenizers` reads "-9.462819049094321" one unit in the
+    last place off, which makes "▁shell" + "..." + "." the better path; polytok reads it the same way."""
+    vocab = [("<unk>", 0.0), ("▁shell", -9.462819049094321), (".", -4.100368400388165), ("...", -8.995261328576337)]
+    hf = tokenizers.Tokenizer(models.Unigram(vocab, 0, False))
+    hf.pre_tokenizer = pre_tokenizers.Metaspace()
+    path = tmp_path / "tokenizer.json"
+    hf.save(str(path))
+    from_file = tokenizers.Tokenizer.from_file(str(path))
+    assert from_file.encode("shell....").tokens == ["▁shell", "...", "."]
+    assert polytok.load(path).encode("shell....") == from_file.encode("shell....").ids

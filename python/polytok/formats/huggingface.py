@@ -800,7 +800,7 @@ def tokenizer_from_huggingface(record: Any, source: str) -> Tokenizer:
             if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str) and isinstance(entry[1], (int, float))):
                 raise fail(f"model.vocab[{index}] is {entry!r}, expected [piece, score]")
             texts[index] = entry[0]
-            scores[index] = float(entry[1])
+            scores[index] = as_tokenizers_reads_it(float(entry[1]))
     else:
         raw_vocab = model.get("vocab")
         if not isinstance(raw_vocab, dict):
@@ -928,6 +928,44 @@ def tokenizer_from_huggingface(record: Any, source: str) -> Tokenizer:
     marker = (model.get("continuing_subword_prefix", "##") or None) if model_type == "WordPiece" else None
     return _build(vocab, segmenter, None, pipeline, source, continuation_marker=marker,
                   algorithm={"BPE": "bpe", "WordPiece": "wordpiece", "Unigram": "unigram"}[model_type])
+
+
+_UINT64_MAX = 2**64 - 1
+_POWERS_OF_TEN = [float(f"1e{exponent}") for exponent in range(309)]
+
+
+def as_tokenizers_reads_it(score: float) -> float:
+    """The float `tokenizers` gets from the JSON text of `score`. Its JSON parser (serde_json
+    without exact float parsing) reads the decimal digits into a u64, converts that to f64 and
+    divides by a power of ten, which can be one unit in the last place off the correctly
+    rounded value; Unigram ties between equal-looking paths then break the other way. HF writes
+    the shortest round-trip digits, which is what repr gives back."""
+    text = repr(score)
+    if not all(char in "0123456789.-+eE" for char in text):
+        return score  # inf or nan: no JSON number
+    negative = text.startswith("-")
+    mantissa, _, exponent_text = text.lstrip("-").partition("e")
+    integer, _, fraction = mantissa.partition(".")
+    significand, exponent, overflowed = 0, int(exponent_text or 0), False
+    for position, digit in enumerate(integer + fraction):
+        value = int(digit)
+        if significand > (_UINT64_MAX - value) // 10:
+            if position < len(integer):
+                return score  # an integer part beyond u64: serde reads it another way; never a score
+            overflowed = True  # further fraction digits are ignored
+        if not overflowed:
+            significand = significand * 10 + value
+            exponent -= position >= len(integer)
+    result = float(significand)
+    while True:
+        if abs(exponent) < len(_POWERS_OF_TEN):
+            result = result * _POWERS_OF_TEN[exponent] if exponent >= 0 else result / _POWERS_OF_TEN[-exponent]
+            break
+        if result == 0.0:
+            break
+        result /= 1e308
+        exponent += 308
+    return -result if negative else result
 
 
 def _is_hex(text: str) -> bool:
