@@ -5,6 +5,7 @@ use pyo3::prelude::*;
 pub mod encoder;
 pub mod loaded;
 pub mod merges;
+pub mod normalize;
 
 /// Cuts one pre-token (never empty, never containing a special token) into token ids.
 pub trait Segmenter: Send + Sync {
@@ -13,5 +14,6 @@ pub trait Segmenter: Send + Sync {
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     encoder::register(m)?;
+    normalize::register(m)?;
     Ok(())
 }

@@ -15,6 +15,7 @@ from typing import Any
 
 import regex
 
+from polytok import _core
 from polytok.errors import EncodeError, FormatError
 from polytok.formats.huggingface import LoadedPipeline, _build
 from polytok.formats.normalizers import CharsMap
@@ -126,81 +127,21 @@ class SentencePiecePipeline(LoadedPipeline):
     def __init__(self, spec: dict[str, Any], source: str, **options: Any):
         super().__init__(kind="SentencePiece model", added=[], normalizer=None, pre_tokenizer=None, decoder=None, **options)
         self.spec = spec
-        self.charsmap = CharsMap(spec["precompiled_charsmap"], f"{source} normalizer_spec.precompiled_charsmap") \
-            if spec["precompiled_charsmap"] else None
+        if spec["precompiled_charsmap"]:
+            CharsMap(spec["precompiled_charsmap"], f"{source} normalizer_spec.precompiled_charsmap")  # checks its header
         pieces = spec["pieces"]
         self.kinds = [kind for _, _, kind in pieces]
         user_defined = sorted((piece for piece, _, kind in pieces if kind == USER_DEFINED), key=len, reverse=True)
         self.user_defined_ids = {piece: index for index, (piece, _, kind) in enumerate(pieces) if kind == USER_DEFINED}
         self.user_defined = regex.compile("|".join(regex.escape(piece) for piece in user_defined)) if user_defined else None
-        self.user_defined_bytes = [piece.encode("utf-8") for piece in user_defined]
-        self.space = SPACE if spec["escape_whitespaces"] else " "
+        self.normalizer_core = _core.SentencePieceNormalizer(
+            spec["precompiled_charsmap"], [piece.encode("utf-8") for piece in user_defined],
+            spec["add_dummy_prefix"], spec["remove_extra_whitespaces"], spec["escape_whitespaces"],
+        )
 
-    def normalize(self, text: str) -> str:
-        """SentencePiece's Normalizer::Normalize."""
-        spec = self.spec
-        data = text.encode("utf-8", "surrogatepass")
-        if self.charsmap is None and self.user_defined is None:
-            return self._normalize_plain(text)
-        size = len(data)
-        position = 0
-
-        def prefix(at: int) -> tuple[bytes, int]:
-            for piece in self.user_defined_bytes:
-                if data.startswith(piece, at):
-                    return piece, len(piece)
-            if self.charsmap is not None:
-                rule = self.charsmap.longest_rule(data, at)
-                if rule is not None:
-                    return rule[1], rule[0]
-            length = _char_length(data, at)
-            if length == 0:
-                return b"\xef\xbf\xbd", 1
-            return data[at : at + length], length
-
-        if spec["remove_extra_whitespaces"]:
-            while position < size:
-                replacement, consumed = prefix(position)
-                if replacement != b" ":
-                    break
-                position += consumed
-        if position >= size:
-            return ""
-        space = self.space.encode("utf-8")
-        out = bytearray()
-        if spec["add_dummy_prefix"]:
-            out += space
-        previous_space = spec["remove_extra_whitespaces"]
-        while position < size:
-            replacement, consumed = prefix(position)
-            if previous_space:
-                replacement = replacement.lstrip(b" ")
-            if replacement:
-                out += replacement.replace(b" ", space)
-                previous_space = replacement.endswith(b" ")
-            position += consumed
-            if not spec["remove_extra_whitespaces"]:
-                previous_space = False
-        if spec["remove_extra_whitespaces"]:
-            while out.endswith(space):
-                del out[-len(space) :]
-        return out.decode("utf-8", "surrogatepass")
-
-    def _normalize_plain(self, text: str) -> str:
-        """The same without a charsmap or user-defined pieces: only the whitespace rules."""
-        spec = self.spec
-        if "\ud800" <= max(text, default="\0") and any("\ud800" <= char <= "\udfff" for char in text):
-            text = text.encode("utf-8", "surrogatepass").decode("utf-8", "replace")
-        if spec["remove_extra_whitespaces"]:
-            text = regex.sub(" +", " ", text.lstrip(" "))
-        if not text:
-            return ""
-        if spec["add_dummy_prefix"]:
-            text = " " + text
-        if spec["escape_whitespaces"]:
-            text = text.replace(" ", self.space)
-        # trailing space symbols go, whether they were spaces or "▁" in the input
-        return text.rstrip(self.space) if spec["remove_extra_whitespaces"] else text
+    def normalize(self, text: str) -> bytes:
+        """SentencePiece's Normalizer::Normalize, as UTF-8 bytes (in the core)."""
+        return self.normalizer_core.normalize(text.encode("utf-8", "surrogatepass"))
 
     def encode(self, encoder: Any, text: str | bytes, split_added: bool = True) -> list[int]:
         if not isinstance(text, str):
@@ -208,9 +149,10 @@ class SentencePiecePipeline(LoadedPipeline):
                 text = bytes(text).decode("utf-8")
             except (UnicodeDecodeError, TypeError) as error:
                 raise EncodeError(f"a tokeniser loaded from a SentencePiece model encodes text; the bytes given are not UTF-8 ({error})") from None
-        normalized = self.normalize(text)
+        data = self.normalize(text)
         if self.user_defined is None:
-            return _encode_one(encoder, normalized)
+            return encoder.encode_words(data, [len(data)]) if data else []
+        normalized = data.decode("utf-8", "surrogatepass")
         ids: list[int] = []
         start = 0
         for match in self.user_defined.finditer(normalized):
@@ -265,19 +207,6 @@ class SentencePiecePipeline(LoadedPipeline):
 def _encode_one(encoder: Any, text: str) -> list[int]:
     data = text.encode("utf-8", "surrogatepass")
     return encoder.encode_words(data, [len(data)]) if data else []
-
-
-def _char_length(data: bytes, at: int) -> int:
-    """The length of the valid UTF-8 character at data[at], or 0 for an invalid byte."""
-    first = data[at]
-    length = 1 if first < 0x80 else 2 if 0xC2 <= first <= 0xDF else 3 if 0xE0 <= first <= 0xEF else 4 if 0xF0 <= first <= 0xF4 else 0
-    if length == 0 or at + length > len(data):
-        return 0
-    try:
-        data[at : at + length].decode("utf-8")
-    except UnicodeDecodeError:
-        return 0
-    return length
 
 
 # ---- loading ---------------------------------------------------------------------------------
