@@ -24,13 +24,14 @@ use super::Segmenter;
 const NONE: u32 = u32::MAX;
 
 /// The byte length of the character starting at `text[at]` (1 for a byte that starts none).
+#[inline]
 fn char_len(text: &[u8], at: usize) -> usize {
     let len = match text[at] {
-        0x00..=0x7f => 1,
+        0x00..=0x7f => return 1,
         0xc2..=0xdf => 2,
         0xe0..=0xef => 3,
         0xf0..=0xf4 => 4,
-        _ => 1,
+        _ => return 1,
     };
     if at + len <= text.len() && std::str::from_utf8(&text[at..at + len]).is_ok() {
         len
@@ -83,6 +84,47 @@ impl Strings {
     #[inline]
     fn get(&self, text: &[u8]) -> Option<(u32, f64)> {
         self.ids.get(text).copied()
+    }
+}
+
+/// A byte trie of the lattice strings: walking a word from a start position visits every token
+/// that starts there, shortest first, and stops as soon as no token continues.
+struct Trie {
+    /// (id, score) of the token ending at each node.
+    values: Vec<Option<(u32, f64)>>,
+    /// The root's children by byte (0: none), the one step every start position takes.
+    root: [u32; 256],
+    /// (node << 8 | byte) -> child node.
+    edges: FxHashMap<u64, u32>,
+}
+
+impl Trie {
+    fn new(entries: &[(Vec<u8>, u32, f64)]) -> Self {
+        let mut trie = Trie { values: vec![None], root: [0; 256], edges: FxHashMap::default() };
+        for (text, id, score) in entries {
+            let mut node = 0u32;
+            for &byte in text {
+                let next = trie.values.len() as u32;
+                node = *trie.edges.entry(((node as u64) << 8) | byte as u64).or_insert(next);
+                if node == next {
+                    trie.values.push(None);
+                }
+            }
+            // The first of two equal strings keeps its id, as a string -> id table would.
+            trie.values[node as usize].get_or_insert((*id, *score));
+        }
+        for byte in 0..=255u8 {
+            trie.root[byte as usize] = trie.edges.get(&(byte as u64)).copied().unwrap_or(0);
+        }
+        trie
+    }
+
+    #[inline]
+    fn child(&self, node: u32, byte: u8) -> Option<u32> {
+        if node == 0 {
+            return Some(self.root[byte as usize]).filter(|&child| child != 0);
+        }
+        self.edges.get(&(((node as u64) << 8) | byte as u64)).copied()
     }
 }
 
@@ -203,7 +245,7 @@ impl Segmenter for CharMerges {
 
 /// Unigram's best segmentation over the lattice of vocabulary strings.
 pub struct CharViterbi {
-    lattice: Strings,
+    lattice: Trie,
     unknowns: Unknowns,
     unk_score: f64,
     /// Path scores are summed in f32, as SentencePiece does (HF sums in f64); equal-looking
@@ -240,14 +282,22 @@ impl Segmenter for CharViterbi {
             let so_far = best[start].score;
             let first_len = char_len(word, start);
             let mut has_single_character = false;
-            // Candidates in order of length, as a trie's prefix search yields them.
+            // Candidates in order of length, as the trie's prefix search yields them; only
+            // strings that end on a character boundary count.
+            let mut node = 0u32;
             let mut end = start;
-            while end < n && end - start < self.lattice.longest {
-                end += char_len(word, end);
-                if end - start > self.lattice.longest {
-                    break;
+            let mut next_boundary = start + first_len;
+            while end < n {
+                let Some(child) = self.lattice.child(node, word[end]) else { break };
+                node = child;
+                end += 1;
+                if end < next_boundary {
+                    continue;
                 }
-                if let Some((id, score)) = self.lattice.get(&word[start..end]) {
+                if end < n {
+                    next_boundary = end + char_len(word, end);
+                }
+                if let Some((id, score)) = self.lattice.values[node as usize] {
                     let candidate = self.add(so_far, score);
                     let target = &mut best[end];
                     if target.start == usize::MAX || candidate > target.score {
@@ -403,12 +453,13 @@ impl Encoder {
         Ok(Encoder::from_parts(pattern, Box::new(segmenter), tokens, Vec::new())?)
     }
 
-    /// Unigram: `lattice` holds the (text, id, score) entries a word can be cut into;
+    /// Unigram (`pattern`: the pre-tokeniser regex run in the core, if any): `lattice` holds the (text, id, score) entries a word can be cut into;
     /// `unk_score` is the score of an unknown character; `single_precision` sums scores in f32.
     #[staticmethod]
     #[allow(clippy::too_many_arguments)]
-    #[pyo3(signature = (tokens, lattice, byte_tokens, byte_fallback, unk, fuse_unk, unk_score, single_precision))]
+    #[pyo3(signature = (pattern, tokens, lattice, byte_tokens, byte_fallback, unk, fuse_unk, unk_score, single_precision))]
     fn char_viterbi(
+        pattern: Option<&str>,
         tokens: Vec<Vec<u8>>,
         lattice: Vec<(Vec<u8>, u32, f64)>,
         byte_tokens: Vec<(u8, u32)>,
@@ -422,18 +473,19 @@ impl Encoder {
             return Err(PyValueError::new_err("the unknown score must be finite"));
         }
         let segmenter = CharViterbi {
-            lattice: strings(&lattice),
+            lattice: Trie::new(&lattice),
             unknowns: Unknowns::new(&byte_tokens, byte_fallback, unk, fuse_unk),
             unk_score,
             single_precision,
         };
-        Ok(Encoder::from_parts(None, Box::new(segmenter), tokens, Vec::new())?)
+        Ok(Encoder::from_parts(pattern, Box::new(segmenter), tokens, Vec::new())?)
     }
 
-    /// WordPiece: (text, id) `strings` include the continuation forms (e.g. "##ing").
+    /// WordPiece (`pattern` as for Unigram): (text, id) `strings` include the continuation forms (e.g. "##ing").
     #[staticmethod]
-    #[pyo3(signature = (tokens, strings, continuation, max_chars, unk))]
+    #[pyo3(signature = (pattern, tokens, strings, continuation, max_chars, unk))]
     fn char_longest_match(
+        pattern: Option<&str>,
         tokens: Vec<Vec<u8>>,
         strings: Vec<(Vec<u8>, u32)>,
         continuation: Vec<u8>,
@@ -442,7 +494,7 @@ impl Encoder {
     ) -> PyResult<Self> {
         let entries: Vec<(Vec<u8>, u32, f64)> = strings.into_iter().map(|(t, id)| (t, id, 0.0)).collect();
         let segmenter = CharLongestMatch { tokens: self::strings(&entries), continuation, max_chars, unk };
-        Ok(Encoder::from_parts(None, Box::new(segmenter), tokens, Vec::new())?)
+        Ok(Encoder::from_parts(pattern, Box::new(segmenter), tokens, Vec::new())?)
     }
 
     /// The ids of pre-tokenised words given back to back: `data` cut at `lengths`.

@@ -450,6 +450,15 @@ def _split_step(compiled: Any, behavior: str, invert: bool) -> PreTokenizerStep:
     return step
 
 
+def _matches_step(compiled: Any) -> PreTokenizerStep:
+    """The pieces are the regex's matches (what is between them is dropped)."""
+
+    def step(splits: list[Split]) -> list[Split]:
+        return [(match.group(), first and match.start() == 0) for text, first in splits for match in compiled.finditer(text)]
+
+    return step
+
+
 def _map_step(function: Callable[[str, bool], str]) -> PreTokenizerStep:
     return lambda splits: [(function(text, first), first) for text, first in splits]
 
@@ -494,14 +503,12 @@ def _pre_tokenizer(node: Any, where: str, fail: Callable[[str], FormatError]) ->
             steps.append(_split_step(regex.compile(regex.escape(replacement)), "MergedWithNext", False))
         return steps, False
     if kind == "Whitespace":
-        return [_split_step(regex.compile(f"[{_WORD}]+|[^{_WORD}{_WHITE_SPACE}]+"), "Removed", True)], False
+        return [_matches_step(regex.compile(f"[{_WORD}]+|[^{_WORD}{_WHITE_SPACE}]+"))], False
     if kind == "WhitespaceSplit":
-        return [_split_step(regex.compile(f"[{_WHITE_SPACE}]+"), "Removed", False)], False
+        return [_matches_step(regex.compile(f"[^{_WHITE_SPACE}]+"))], False
     if kind == "BertPreTokenizer":
-        return [
-            _split_step(regex.compile(f"[{_WHITE_SPACE}]"), "Removed", False),
-            _split_step(regex.compile(f"[{_BERT_PUNCTUATION}]"), "Isolated", False),
-        ], False
+        # whitespace removed, each punctuation character its own piece
+        return [_matches_step(regex.compile(f"[{_BERT_PUNCTUATION}]|[^{_BERT_PUNCTUATION}{_WHITE_SPACE}]+"))], False
     if kind == "Punctuation":
         behavior = node.get("behavior", "Isolated")
         return [_split_step(regex.compile(f"[{_BERT_PUNCTUATION}]"), behavior, False)], False
@@ -528,14 +535,27 @@ def _pattern(pattern: Any, where: str, fail: Callable[[str], FormatError]) -> An
     raise fail(f"{where} is {pattern!r}, expected {{'String': ...}} or {{'Regex': ...}}")
 
 
-def _native_pattern(node: Any) -> str | None:
-    """The regex the core can run for a pre-tokenizer that is exactly one isolating regex split
-    (ByteLevel with its regex, or Split(regex, Isolated) + ByteLevel(use_regex=false)); else None."""
+def _core_split(node: Any) -> tuple[list[PreTokenizerStep], str] | None:
+    """For a pre-tokenizer whose splitting is one regex's matches: the Python steps before it
+    (prefix space, Metaspace's replacement) and the regex, which then runs in the core."""
     if not isinstance(node, dict):
         return None
-    if node.get("type") == "ByteLevel" and not node.get("add_prefix_space") and node.get("use_regex", True):
-        return HF_BYTE_LEVEL_REGEX
-    steps = node.get("pretokenizers") if node.get("type") == "Sequence" else None
+    kind = node.get("type")
+    if kind == "ByteLevel" and node.get("use_regex", True):
+        steps = _pre_tokenizer(node, "pre_tokenizer", FormatError)[0][:-1]  # its regex split goes to the core
+        return steps, HF_BYTE_LEVEL_REGEX
+    if kind == "BertPreTokenizer":
+        return [], f"[{_BERT_PUNCTUATION}]|[^{_BERT_PUNCTUATION}{_WHITE_SPACE}]+"
+    if kind == "Whitespace":
+        return [], f"[{_WORD}]+|[^{_WORD}{_WHITE_SPACE}]+"
+    if kind == "WhitespaceSplit":
+        return [], f"[^{_WHITE_SPACE}]+"
+    if kind == "Metaspace" and node.get("split", True) and len(node.get("replacement", "▁")) == 1:
+        steps = _pre_tokenizer(node, "pre_tokenizer", FormatError)[0][:-1]
+        replacement = regex.escape(node.get("replacement", "▁"))
+        # each replacement character starts a piece (MergedWithNext), text before the first is one
+        return steps, f"{replacement}[^{replacement}]*|[^{replacement}]+"
+    steps = node.get("pretokenizers") if kind == "Sequence" else None
     if (
         isinstance(steps, list)
         and len(steps) == 2
@@ -550,7 +570,7 @@ def _native_pattern(node: Any) -> str | None:
         and not steps[1].get("use_regex", True)
         and not steps[1].get("add_prefix_space")
     ):
-        return steps[0]["pattern"]["Regex"]
+        return [], steps[0]["pattern"]["Regex"]
     return None
 
 
@@ -787,7 +807,11 @@ def tokenizer_from_huggingface(record: Any, source: str) -> Tokenizer:
     if record.get("pre_tokenizer") is not None:
         steps, byte_level = _pre_tokenizer(record["pre_tokenizer"], "pre_tokenizer", fail)
     decoder = None if record.get("decoder") is None else _decoder(record["decoder"], "decoder", fail)
-    native = None if normalizer is not None else _native_pattern(record.get("pre_tokenizer"))
+    core_split = _core_split(record.get("pre_tokenizer"))
+    if core_split is not None:
+        steps, core_pattern = core_split
+    else:
+        core_pattern = None
 
     # token texts: the model's vocabulary, then added tokens beyond it
     texts: dict[int, str] = {}
@@ -887,15 +911,16 @@ def tokenizer_from_huggingface(record: Any, source: str) -> Tokenizer:
         if unk is not None:
             lossy.append(f"characters outside the vocabulary become the unknown token {model['unk_token']!r}")
         all_bytes = byte_level and all(bytes([byte]) in set(vocab[:model_size]) for byte in range(256))
-        if byte_level and all_bytes and not model.get("ignore_merges") and native is not None and unk is None:
+        if byte_level and all_bytes and not model.get("ignore_merges") and core_pattern is not None and not steps \
+                and normalizer is None and unk is None:
             # the fast path: polytok's own merges segmenter, the regex in the core
             pipeline = LoadedPipeline(kind="HF tokenizer.json", record=record, added=added, normalizer=None,
                                       pre_tokenizer=None, decoder=decoder, token_texts=decode_texts,
                                       segmenter_arguments={}, lossy=lossy, components=components)
             pairs = [(left, right) for left, right, _ in merges]
-            return _build(vocab, "merges", native, pipeline, source, merges=pairs, algorithm="bpe")
+            return _build(vocab, "merges", core_pattern, pipeline, source, merges=pairs, algorithm="bpe")
         arguments = dict(
-            pattern=native, tokens=vocab, strings=model_strings, merges=merges, byte_tokens=byte_tokens,
+            pattern=core_pattern, tokens=vocab, strings=model_strings, merges=merges, byte_tokens=byte_tokens,
             byte_fallback=bool(model.get("byte_fallback")), unk=unk, fuse_unk=bool(model.get("fuse_unk")),
             byte_symbols=byte_level, ignore_merges=bool(model.get("ignore_merges")), merge_ranks=None,
         )
@@ -907,7 +932,8 @@ def tokenizer_from_huggingface(record: Any, source: str) -> Tokenizer:
         prefix = model.get("continuing_subword_prefix", "##") or ""
         max_chars = int(model.get("max_input_chars_per_word", 100))
         lossy.append(f"words that cannot be cut, or longer than {max_chars} characters, become {model.get('unk_token', '[UNK]')!r}")
-        arguments = dict(tokens=vocab, strings=model_strings, continuation=prefix.encode("utf-8"), max_chars=max_chars, unk=unk)
+        arguments = dict(pattern=core_pattern, tokens=vocab, strings=model_strings, continuation=prefix.encode("utf-8"),
+                         max_chars=max_chars, unk=unk)
         segmenter = "char_longest_match"
     else:
         unk = model.get("unk_id")
@@ -917,12 +943,11 @@ def tokenizer_from_huggingface(record: Any, source: str) -> Tokenizer:
             lossy.append(f"characters outside the vocabulary become the unknown token {texts[unk]!r}")
         lattice = [(texts[token_id].encode("utf-8"), token_id, scores[token_id]) for token_id in range(model_size)]
         minimum = min(scores.values()) if scores else 0.0
-        arguments = dict(tokens=vocab, lattice=lattice, byte_tokens=byte_tokens, byte_fallback=bool(model.get("byte_fallback")),
+        arguments = dict(pattern=core_pattern, tokens=vocab, lattice=lattice, byte_tokens=byte_tokens, byte_fallback=bool(model.get("byte_fallback")),
                          unk=unk, fuse_unk=True, unk_score=minimum - 10.0, single_precision=False)
         segmenter = "char_viterbi"
-    core_splits = segmenter == "char_merges" and native is not None
     pipeline = LoadedPipeline(kind="HF tokenizer.json", record=record, added=added, normalizer=normalizer,
-                              pre_tokenizer=None if core_splits else steps,
+                              pre_tokenizer=steps,
                               decoder=decoder, token_texts=decode_texts, segmenter_arguments=arguments,
                               lossy=lossy, components=components)
     marker = (model.get("continuing_subword_prefix", "##") or None) if model_type == "WordPiece" else None

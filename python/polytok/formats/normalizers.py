@@ -32,10 +32,10 @@ def unicode_form(form: str) -> Normalizer:
 
 def lowercase(text: str) -> str:
     """HF's Lowercase: each character's full lower case on its own (no final-sigma rule, which
-    Python's str.lower applies)."""
-    if text.isascii():
+    Python's str.lower applies to "Σ" and nothing else)."""
+    if "Σ" not in text:
         return text.lower()
-    return "".join(char.lower() for char in text)
+    return "Σ".join(part.lower() for part in text.split("Σ")).replace("Σ", "σ")
 
 
 def replace(pattern: str, content: str, is_regex: bool) -> Normalizer:
@@ -61,18 +61,15 @@ def strip(left: bool, right: bool) -> Normalizer:
     return lambda text: text.rstrip(characters) if right else text
 
 
-def _is_bert_control(char: str) -> bool:
-    # HF counts Cc, Cf and Co (not unassigned code points) as control characters
-    return char not in "\t\n\r" and unicodedata.category(char) in ("Cc", "Cf", "Co")
-
-
-def _is_chinese(char: str) -> bool:
-    code = ord(char)
-    return (
-        0x4E00 <= code <= 0x9FFF or 0x3400 <= code <= 0x4DBF or 0x20000 <= code <= 0x2A6DF
-        or 0x2A700 <= code <= 0x2B73F or 0x2B740 <= code <= 0x2B81F or 0x2B920 <= code <= 0x2CEAF
-        or 0xF900 <= code <= 0xFAFF or 0x2F800 <= code <= 0x2FA1F
-    )
+# BertNormalizer's character classes. HF counts Cc, Cf and Co (not unassigned code points) as
+# control characters, except tab, newline and carriage return, which are whitespace.
+_BERT_REMOVED = regex.compile(r"[\x00\ufffd]|(?![\t\n\r])[\p{Cc}\p{Cf}\p{Co}]")
+_BERT_WHITESPACE = regex.compile("[" + "".join(sorted(WHITESPACE)) + "]")
+_CHINESE = regex.compile(
+    "([\u4E00-\u9FFF\u3400-\u4DBF\U00020000-\U0002A6DF\U0002A700-\U0002B73F\U0002B740-\U0002B81F"
+    "\U0002B920-\U0002CEAF\uF900-\uFAFF\U0002F800-\U0002FA1F])"
+)
+_NONSPACING_MARK = regex.compile(r"\p{Mn}")
 
 
 def bert(clean_text: bool, handle_chinese_chars: bool, strip_accents: bool | None, lower: bool) -> Normalizer:
@@ -83,15 +80,13 @@ def bert(clean_text: bool, handle_chinese_chars: bool, strip_accents: bool | Non
 
     def normalize(text: str) -> str:
         if clean_text:
-            text = "".join(
-                " " if char in WHITESPACE else char
-                for char in text
-                if char not in "\x00\ufffd" and not _is_bert_control(char)
-            )
-        if handle_chinese_chars:
-            text = "".join(f" {char} " if _is_chinese(char) else char for char in text)
-        if remove_accents:
-            text = "".join(char for char in unicodedata.normalize("NFD", text) if unicodedata.category(char) != "Mn")
+            if not text.isascii() or not text.isprintable():
+                text = _BERT_REMOVED.sub("", text)
+            text = _BERT_WHITESPACE.sub(" ", text)
+        if handle_chinese_chars and not text.isascii():
+            text = _CHINESE.sub(r" \1 ", text)
+        if remove_accents and not text.isascii():
+            text = _NONSPACING_MARK.sub("", unicodedata.normalize("NFD", text))
         if lower:
             text = lowercase(text)
         return text

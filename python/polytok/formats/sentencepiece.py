@@ -258,7 +258,7 @@ def tokenizer_from_sentencepiece(data: bytes, source: str) -> Tokenizer:
         normal_scores = [score for _, score, kind in pieces if kind == NORMAL]
         minimum = min(normal_scores) if normal_scores else 0.0
         lattice = [(pieces[index][0].encode("utf-8"), index, pieces[index][1]) for index in in_model if kinds[index] == NORMAL]
-        arguments = dict(tokens=vocab, lattice=lattice, byte_tokens=byte_tokens, byte_fallback=spec["byte_fallback"],
+        arguments = dict(pattern=None, tokens=vocab, lattice=lattice, byte_tokens=byte_tokens, byte_fallback=spec["byte_fallback"],
                          unk=unk, fuse_unk=True, unk_score=float(struct.unpack("<f", struct.pack("<f", minimum - 10.0))[0]),
                          single_precision=True)
         segmenter, algorithm = "char_viterbi", "unigram"
