@@ -214,12 +214,14 @@ def test_wordpiece_keeps_its_unknown_words_and_says_so(pairs):
 def _stable_across_unicode_versions(char: str) -> bool:
     """False for the characters where HF's Unicode tables (older than Python's) can disagree with
     Python's: combining marks (canonical order, accent stripping), format characters, and
-    punctuation outside Latin-1 and the General and CJK punctuation blocks (BERT's splits)."""
+    punctuation and symbols outside Latin-1 and the General and CJK punctuation blocks (BERT's
+    splits)."""
     category = unicodedata.category(char)
     if category[0] == "M" or category == "Cf":
         return False
     code = ord(char)
-    return category[0] != "P" or code < 0x100 or 0x2000 <= code <= 0x206F or 0x3000 <= code <= 0x303F
+    # (symbols too: a few were punctuation in older Unicode versions, e.g. U+166D)
+    return category[0] not in "PS" or code < 0x100 or 0x2000 <= code <= 0x206F or 0x3000 <= code <= 0x303F
 
 
 ALPHABET = st.characters(codec="utf-8", exclude_categories=("Cs", "Cn", "Co")).filter(_stable_across_unicode_versions)
@@ -295,3 +297,23 @@ def test_unigram_ties_break_as_tokenizers_reads_the_scores(tmp_path):
     from_file = tokenizers.Tokenizer.from_file(str(path))
     assert from_file.encode("shell....").tokens == ["▁shell", "...", "."]
     assert polytok.load(path).encode("shell....") == from_file.encode("shell....").ids
+
+
+def test_tokenizer_methods_on_a_loaded_file(pairs, tmp_path):
+    """The Tokenizer API works the same on a loaded pipeline; what its format cannot hold is refused."""
+    from polytok.errors import ConfigError, DecodeError, EncodeError
+
+    hf, ours = pairs["llama2-bpe"]
+    texts = HELD_OUT[:20] + ["<s>x</s>", ""]
+    expected = [_ids(hf, text) for text in texts]
+    assert ours.encode_batch(texts) == expected
+    assert [list(ours.encode_to_numpy(text)) for text in texts] == expected
+    assert list(ours.count_tokens(texts)) == [len(ids) for ids in expected]
+    assert ours.encode(texts[0].encode("utf-8")) == expected[0]
+    assert ours.decode_bytes(expected[0]) == b"".join(ours.vocab[token_id] for token_id in expected[0])
+    with pytest.raises(EncodeError, match="not UTF-8"):
+        ours.encode(b"\xff\xfe")
+    with pytest.raises(DecodeError):
+        ours.decode([ours.vocab_size + 5])
+    with pytest.raises(ConfigError, match="HF tokenizer.json"):
+        ours.save(tmp_path / "polytok.json")
