@@ -98,6 +98,24 @@ def _unigram_whitespace():
     return hf
 
 
+def _llama3_style(record) -> None:
+    """Llama 3's layout: a Split regex before a regex-free ByteLevel, and whole-word tokens taken
+    before any merge (ignore_merges)."""
+    record["model"]["ignore_merges"] = True
+    record["pre_tokenizer"] = {"type": "Sequence", "pretokenizers": [
+        {"type": "Split", "pattern": {"Regex": r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+"},
+         "behavior": "Isolated", "invert": False},
+        {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}]}
+
+
+def _wordpiece_punctuation():
+    hf = tokenizers.Tokenizer(models.WordPiece(unk_token="[UNK]", continuing_subword_prefix="##"))
+    hf.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(), pre_tokenizers.Punctuation("merged_with_previous")])
+    hf.decoder = decoders.WordPiece(cleanup=False)
+    hf.train_from_iterator(TRAIN, trainers.WordPieceTrainer(vocab_size=900, special_tokens=["[UNK]"], show_progress=False))
+    return hf
+
+
 def _with_added_tokens(hf):
     hf.add_special_tokens([AddedToken("<mask>", lstrip=True), AddedToken("[SEP]", rstrip=True)])
     hf.add_tokens([AddedToken("New York", normalized=True), AddedToken("ÅÅ", normalized=False)])
@@ -146,9 +164,11 @@ def pairs(tmp_path_factory) -> dict[str, tuple[object, polytok.Tokenizer]]:
         "byte-level-prefix-nfc": lambda path: _with_added_tokens(
             _bpe_byte_level(add_prefix_space=True, normalizer=hf_normalizers.NFC())).save(str(path)),
         "byte-level-digits": lambda path: _bpe_byte_level(digits=True).save(str(path)),
+        "llama3-style-bpe": lambda path: _edit(_bpe_byte_level(), path, _llama3_style),
         "llama2-bpe": lambda path: _llama2().save(str(path)),
         "metaspace-bpe": lambda path: _with_added_tokens(_metaspace_bpe()).save(str(path)),
         "wordpiece": lambda path: _with_added_tokens(_wordpiece()).save(str(path)),
+        "wordpiece-punctuation": lambda path: _wordpiece_punctuation().save(str(path)),
         "unigram": lambda path: _unigram().save(str(path)),
         "unigram-byte-fallback": lambda path: _edit(_unigram(), path, _unigram_byte_fallback),
         "unigram-whitespace": lambda path: _unigram_whitespace().save(str(path)),
@@ -162,8 +182,8 @@ def pairs(tmp_path_factory) -> dict[str, tuple[object, polytok.Tokenizer]]:
     return out
 
 
-NAMES = ["byte-level-bpe", "byte-level-prefix-nfc", "byte-level-digits", "llama2-bpe", "metaspace-bpe", "wordpiece",
-         "unigram", "unigram-byte-fallback", "unigram-whitespace", "unigram-precompiled"]
+NAMES = ["byte-level-bpe", "byte-level-prefix-nfc", "byte-level-digits", "llama3-style-bpe", "llama2-bpe", "metaspace-bpe",
+         "wordpiece", "wordpiece-punctuation", "unigram", "unigram-byte-fallback", "unigram-whitespace", "unigram-precompiled"]
 
 HOSTILE = [
     "", " ", "  ", "\n\n", "Hello  World!!", "  leading and trailing  ", "<s>", "</s>x<s>", "<unk>", "<mask>", " <mask> x",
