@@ -279,7 +279,6 @@ class LoadedPipeline:
         segmenter_arguments: dict[str, Any],
         lossy: list[str],
         components: dict[str, Any],
-        added_split: Callable[[str, bool], list[Split]] | None = None,
     ):
         self.kind = kind
         self.record = record
@@ -291,7 +290,6 @@ class LoadedPipeline:
         self.segmenter_arguments = segmenter_arguments
         self.lossy = lossy
         self.components = components
-        self.added_split = added_split
         self._raw_added = _added_matcher([token for token in added if not token.get("normalized")], None)
         self._normalized_added = _added_matcher([token for token in added if token.get("normalized")], normalizer)
 
@@ -313,9 +311,7 @@ class LoadedPipeline:
                 words.clear()
 
         def add_text(piece: str, first: bool) -> None:
-            if self.added_split is not None:
-                pieces = self.added_split(piece, first)
-            elif self.pre_tokenizer is None:
+            if self.pre_tokenizer is None:
                 pieces = [(piece, first)] if piece else []
             else:
                 pieces = [(piece, first)]
@@ -856,8 +852,9 @@ def tokenizer_from_huggingface(record: Any, source: str) -> Tokenizer:
         normalized = token.get("normalized") and normalizer is not None
         decode_texts[token["id"]] = normalizer(token["content"]) if normalized else token["content"]
     if model.get("byte_fallback"):
+        # the spelling HF looks byte tokens up by: "<0x" two upper-case hex digits ">"
         byte_tokens = [(int(text[3:5], 16), token_id) for token_id, text in enumerate(token_texts)
-                       if len(text) == 6 and text.startswith("<0x") and text.endswith(">") and _is_hex(text[3:5])]
+                       if len(text) == 6 and _is_hex(text[3:5]) and text == f"<0x{int(text[3:5], 16):02X}>"]
     else:
         byte_tokens = []
     byte_of = dict((token_id, byte) for byte, token_id in byte_tokens)

@@ -106,7 +106,8 @@ def sequence(steps: list[Normalizer]) -> Normalizer:
 
 
 class CharsMap:
-    """A precompiled charsmap: longest-rule lookups over UTF-8 bytes."""
+    """A precompiled charsmap read in Python, for HF's Precompiled normaliser (SentencePiece
+    models normalise in the core, src/segment/normalize.rs)."""
 
     def __init__(self, blob: bytes, source: str):
         if len(blob) < 4:
@@ -150,17 +151,11 @@ class CharsMap:
         """The replacement of the shortest rule that is a prefix of `chunk` (HF's lookup)."""
         data = chunk.encode("utf-8")
         if data not in self._cache:
+            if len(self._cache) > 100_000:  # distinct graphemes seen; bounded for hostile input
+                self._cache.clear()
             matches = self.prefix_matches(data, 0)
             self._cache[data] = self._replacement(matches[0][1]) if matches else None
         return self._cache[data]
-
-    def longest_rule(self, data: bytes, start: int) -> tuple[int, bytes] | None:
-        """(length, replacement) of the longest rule at data[start:] (SentencePiece's lookup)."""
-        matches = self.prefix_matches(data, start)
-        if not matches:
-            return None
-        length, offset = matches[-1]
-        return length, self._replacement(offset)
 
 
 _GRAPHEME = regex.compile(r"\X")
