@@ -24,6 +24,17 @@ use super::Segmenter;
 const NONE: u32 = u32::MAX;
 
 /// The byte length of the character starting at `text[at]` (1 for a byte that starts none).
+/// The byte length of the character whose first byte is `lead`, in valid UTF-8.
+#[inline]
+fn valid_char_len(lead: u8) -> usize {
+    match lead {
+        0x00..=0x7f => 1,
+        0xc0..=0xdf => 2,
+        0xe0..=0xef => 3,
+        _ => 4,
+    }
+}
+
 #[inline]
 fn char_len(text: &[u8], at: usize) -> usize {
     let len = match text[at] {
@@ -88,43 +99,101 @@ impl Strings {
 }
 
 /// A byte trie of the lattice strings: walking a word from a start position visits every token
-/// that starts there, shortest first, and stops as soon as no token continues.
+/// that starts there, shortest first, and stops as soon as no token continues. A node's children
+/// sit side by side, sorted by byte; nodes with many children (the root, "▁") also get a table
+/// indexed by byte.
 struct Trie {
-    /// (id, score) of the token ending at each node.
-    values: Vec<Option<(u32, f64)>>,
-    /// The root's children by byte (0: none), the one step every start position takes.
-    root: [u32; 256],
-    /// (node << 8 | byte) -> child node.
-    edges: FxHashMap<u64, u32>,
+    /// Per node (plus a sentinel): where its children start, its byte table, its token.
+    nodes: Vec<TrieNode>,
+    child_bytes: Vec<u8>,
+    child_nodes: Vec<u32>,
+    /// 256 child nodes per table, 0 for none (the root is nobody's child).
+    tables: Vec<u32>,
+    /// (id, score) of the tokens, indexed by `TrieNode::token`.
+    tokens: Vec<(u32, f64)>,
 }
+
+/// Small and flat, because the walk is bound by memory latency: one cache line holds a few.
+#[derive(Clone, Copy)]
+struct TrieNode {
+    first_child: u32,
+    /// Index into `tables`, or NONE: nodes with more than `TABLE_MIN` children get a table.
+    table: u32,
+    /// Index into `tokens`, or NONE if no token ends here.
+    token: u32,
+}
+
+const TABLE_MIN: usize = 12;
 
 impl Trie {
     fn new(entries: &[(Vec<u8>, u32, f64)]) -> Self {
-        let mut trie = Trie { values: vec![None], root: [0; 256], edges: FxHashMap::default() };
+        let mut token_of: Vec<u32> = vec![NONE];
+        let mut tokens: Vec<(u32, f64)> = Vec::new();
+        let mut edges: FxHashMap<(u32, u8), u32> = FxHashMap::default();
         for (text, id, score) in entries {
             let mut node = 0u32;
             for &byte in text {
-                let next = trie.values.len() as u32;
-                node = *trie.edges.entry(((node as u64) << 8) | byte as u64).or_insert(next);
+                let next = token_of.len() as u32;
+                node = *edges.entry((node, byte)).or_insert(next);
                 if node == next {
-                    trie.values.push(None);
+                    token_of.push(NONE);
                 }
             }
             // The first of two equal strings keeps its id, as a string -> id table would.
-            trie.values[node as usize].get_or_insert((*id, *score));
+            if token_of[node as usize] == NONE {
+                token_of[node as usize] = tokens.len() as u32;
+                tokens.push((*id, *score));
+            }
         }
-        for byte in 0..=255u8 {
-            trie.root[byte as usize] = trie.edges.get(&(byte as u64)).copied().unwrap_or(0);
+        let mut sorted: Vec<(u32, u8, u32)> = edges.into_iter().map(|((parent, byte), child)| (parent, byte, child)).collect();
+        sorted.sort_unstable();
+        let count = token_of.len();
+        let mut nodes: Vec<TrieNode> =
+            token_of.iter().chain([&NONE]).map(|&token| TrieNode { first_child: 0, table: NONE, token }).collect();
+        for &(parent, _, _) in &sorted {
+            nodes[parent as usize + 1].first_child += 1;
         }
-        trie
+        for i in 0..count {
+            nodes[i + 1].first_child += nodes[i].first_child;
+        }
+        let mut tables = Vec::new();
+        for node in 0..count {
+            let (first, last) = (nodes[node].first_child as usize, nodes[node + 1].first_child as usize);
+            if last - first > TABLE_MIN {
+                nodes[node].table = (tables.len() / 256) as u32;
+                let base = tables.len();
+                tables.resize(base + 256, 0);
+                for &(_, byte, child) in &sorted[first..last] {
+                    tables[base + byte as usize] = child;
+                }
+            }
+        }
+        let child_bytes = sorted.iter().map(|&(_, byte, _)| byte).collect();
+        let child_nodes = sorted.iter().map(|&(_, _, child)| child).collect();
+        Trie { nodes, child_bytes, child_nodes, tables, tokens }
     }
 
     #[inline]
     fn child(&self, node: u32, byte: u8) -> Option<u32> {
-        if node == 0 {
-            return Some(self.root[byte as usize]).filter(|&child| child != 0);
+        let here = self.nodes[node as usize];
+        if here.table != NONE {
+            return Some(self.tables[here.table as usize * 256 + byte as usize]).filter(|&child| child != 0);
         }
-        self.edges.get(&(((node as u64) << 8) | byte as u64)).copied()
+        let last = self.nodes[node as usize + 1].first_child as usize;
+        for i in here.first_child as usize..last {
+            let candidate = self.child_bytes[i];
+            if candidate >= byte {
+                return (candidate == byte).then(|| self.child_nodes[i]);
+            }
+        }
+        None
+    }
+
+    /// The (id, score) of the token ending at `node`, if one does.
+    #[inline]
+    fn token(&self, node: u32) -> Option<(u32, f64)> {
+        let token = self.nodes[node as usize].token;
+        (token != NONE).then(|| self.tokens[token as usize])
     }
 }
 
@@ -273,6 +342,9 @@ impl CharViterbi {
 
 impl Segmenter for CharViterbi {
     fn segment(&self, word: &[u8], out: &mut Vec<u32>) {
+        // Valid UTF-8 (nearly always) lets a character's length come from its first byte alone.
+        let valid = std::str::from_utf8(word).is_ok();
+        let char_len = |at: usize| if valid { valid_char_len(word[at]) } else { char_len(word, at) };
         let n = word.len();
         let unset = Best { score: 0.0, start: usize::MAX, id: NONE };
         let mut best = vec![unset; n + 1];
@@ -280,7 +352,7 @@ impl Segmenter for CharViterbi {
         let mut start = 0;
         while start < n {
             let so_far = best[start].score;
-            let first_len = char_len(word, start);
+            let first_len = char_len(start);
             let mut has_single_character = false;
             // Candidates in order of length, as the trie's prefix search yields them; only
             // strings that end on a character boundary count.
@@ -295,9 +367,9 @@ impl Segmenter for CharViterbi {
                     continue;
                 }
                 if end < n {
-                    next_boundary = end + char_len(word, end);
+                    next_boundary = end + char_len(end);
                 }
-                if let Some((id, score)) = self.lattice.values[node as usize] {
+                if let Some((id, score)) = self.lattice.token(node) {
                     let candidate = self.add(so_far, score);
                     let target = &mut best[end];
                     if target.start == usize::MAX || candidate > target.score {
