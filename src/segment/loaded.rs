@@ -99,100 +99,102 @@ impl Strings {
 }
 
 /// A byte trie of the lattice strings: walking a word from a start position visits every token
-/// that starts there, shortest first, and stops as soon as no token continues. A node's children
-/// sit side by side, sorted by byte; nodes with many children (the root, "▁") also get a table
-/// indexed by byte.
+/// that starts there, shortest first, and stops as soon as no token continues. It is a double
+/// array: the child of slot `s` by byte `b` is slot `base(s) + b` if that slot's parent is `s`,
+/// so a step is one load of one small slot (the walk is bound by memory latency).
 struct Trie {
-    /// Per node (plus a sentinel): where its children start, its byte table, its token.
-    nodes: Vec<TrieNode>,
-    child_bytes: Vec<u8>,
-    child_nodes: Vec<u32>,
-    /// 256 child nodes per table, 0 for none (the root is nobody's child).
-    tables: Vec<u32>,
-    /// (id, score) of the tokens, indexed by `TrieNode::token`.
+    slots: Vec<TrieSlot>,
+    /// (id, score) of the tokens, indexed by `TrieSlot::token`.
     tokens: Vec<(u32, f64)>,
 }
 
-/// Small and flat, because the walk is bound by memory latency: one cache line holds a few.
 #[derive(Clone, Copy)]
-struct TrieNode {
-    first_child: u32,
-    /// Index into `tables`, or NONE: nodes with more than `TABLE_MIN` children get a table.
-    table: u32,
+struct TrieSlot {
+    /// The slot this one is a child of (NONE: free; the root is its own parent).
+    parent: u32,
+    /// Where this slot's children start (child by byte b: base + b).
+    base: u32,
     /// Index into `tokens`, or NONE if no token ends here.
     token: u32,
 }
 
-const TABLE_MIN: usize = 12;
+const FREE: TrieSlot = TrieSlot { parent: NONE, base: 0, token: NONE };
 
 impl Trie {
     fn new(entries: &[(Vec<u8>, u32, f64)]) -> Self {
+        // First a plain trie (node -> sorted children), then each node's children are placed in
+        // the double array at the lowest base where all their slots are free.
+        let mut children: Vec<Vec<(u8, u32)>> = vec![Vec::new()];
         let mut token_of: Vec<u32> = vec![NONE];
         let mut tokens: Vec<(u32, f64)> = Vec::new();
-        let mut edges: FxHashMap<(u32, u8), u32> = FxHashMap::default();
         for (text, id, score) in entries {
-            let mut node = 0u32;
+            let mut node = 0usize;
             for &byte in text {
-                let next = token_of.len() as u32;
-                node = *edges.entry((node, byte)).or_insert(next);
-                if node == next {
-                    token_of.push(NONE);
-                }
+                node = match children[node].iter().find(|&&(b, _)| b == byte) {
+                    Some(&(_, child)) => child as usize,
+                    None => {
+                        let child = children.len();
+                        children[node].push((byte, child as u32));
+                        children.push(Vec::new());
+                        token_of.push(NONE);
+                        child
+                    }
+                };
             }
             // The first of two equal strings keeps its id, as a string -> id table would.
-            if token_of[node as usize] == NONE {
-                token_of[node as usize] = tokens.len() as u32;
+            if token_of[node] == NONE {
+                token_of[node] = tokens.len() as u32;
                 tokens.push((*id, *score));
             }
         }
-        let mut sorted: Vec<(u32, u8, u32)> = edges.into_iter().map(|((parent, byte), child)| (parent, byte, child)).collect();
-        sorted.sort_unstable();
-        let count = token_of.len();
-        let mut nodes: Vec<TrieNode> =
-            token_of.iter().chain([&NONE]).map(|&token| TrieNode { first_child: 0, table: NONE, token }).collect();
-        for &(parent, _, _) in &sorted {
-            nodes[parent as usize + 1].first_child += 1;
-        }
-        for i in 0..count {
-            nodes[i + 1].first_child += nodes[i].first_child;
-        }
-        let mut tables = Vec::new();
-        for node in 0..count {
-            let (first, last) = (nodes[node].first_child as usize, nodes[node + 1].first_child as usize);
-            if last - first > TABLE_MIN {
-                nodes[node].table = (tables.len() / 256) as u32;
-                let base = tables.len();
-                tables.resize(base + 256, 0);
-                for &(_, byte, child) in &sorted[first..last] {
-                    tables[base + byte as usize] = child;
+        let mut slots = vec![TrieSlot { parent: 0, base: 0, token: token_of[0] }];
+        let mut slot_of = vec![0u32; children.len()];
+        let mut first_free = 1usize;
+        let mut queue = std::collections::VecDeque::from([0usize]);
+        while let Some(node) = queue.pop_front() {
+            let kids = &children[node];
+            if kids.is_empty() {
+                continue;
+            }
+            while first_free < slots.len() && slots[first_free].parent != NONE {
+                first_free += 1;
+            }
+            let lowest = kids.iter().map(|&(b, _)| b as usize).min().unwrap();
+            let mut base = first_free.saturating_sub(lowest).max(1);
+            while kids.iter().any(|&(b, _)| slots.get(base + b as usize).is_some_and(|slot| slot.parent != NONE)) {
+                base += 1;
+            }
+            let parent = slot_of[node];
+            slots[parent as usize].base = base as u32;
+            for &(byte, child) in kids {
+                let slot = base + byte as usize;
+                if slot >= slots.len() {
+                    slots.resize(slot + 1, FREE);
                 }
+                slots[slot] = TrieSlot { parent, base: 0, token: token_of[child as usize] };
+                slot_of[child as usize] = slot as u32;
+                queue.push_back(child as usize);
             }
         }
-        let child_bytes = sorted.iter().map(|&(_, byte, _)| byte).collect();
-        let child_nodes = sorted.iter().map(|&(_, _, child)| child).collect();
-        Trie { nodes, child_bytes, child_nodes, tables, tokens }
+        // Room for any byte after the last base, so a lookup never runs off the end.
+        slots.resize(slots.len() + 256, FREE);
+        Trie { slots, tokens }
     }
 
     #[inline]
-    fn child(&self, node: u32, byte: u8) -> Option<u32> {
-        let here = self.nodes[node as usize];
-        if here.table != NONE {
-            return Some(self.tables[here.table as usize * 256 + byte as usize]).filter(|&child| child != 0);
+    fn child(&self, slot: u32, byte: u8) -> Option<u32> {
+        let base = self.slots[slot as usize].base;
+        if base == 0 {
+            return None;
         }
-        let last = self.nodes[node as usize + 1].first_child as usize;
-        for i in here.first_child as usize..last {
-            let candidate = self.child_bytes[i];
-            if candidate >= byte {
-                return (candidate == byte).then(|| self.child_nodes[i]);
-            }
-        }
-        None
+        let next = base + byte as u32;
+        (self.slots[next as usize].parent == slot).then_some(next)
     }
 
-    /// The (id, score) of the token ending at `node`, if one does.
+    /// The (id, score) of the token ending at `slot`, if one does.
     #[inline]
-    fn token(&self, node: u32) -> Option<(u32, f64)> {
-        let token = self.nodes[node as usize].token;
+    fn token(&self, slot: u32) -> Option<(u32, f64)> {
+        let token = self.slots[slot as usize].token;
         (token != NONE).then(|| self.tokens[token as usize])
     }
 }
