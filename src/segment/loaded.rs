@@ -204,12 +204,35 @@ impl Trie {
 /// BPE on characters: pair (left id, right id) -> (rank, merged id).
 pub struct CharMerges {
     tokens: Strings,
+    /// The tokens that are one symbol (a character, or a byte with `byte_symbols`), by
+    /// `symbol_key`: the lookup every symbol of every word makes.
+    symbols: FxHashMap<u64, u32>,
     /// Symbols are single bytes (byte-level vocabularies) instead of characters.
     byte_symbols: bool,
     /// A word that is itself a token is that token, whatever the merges say (HF's ignore_merges).
     ignore_merges: bool,
     pairs: FxHashMap<u64, (u32, u32)>,
     unknowns: Unknowns,
+}
+
+/// A symbol of at most 4 bytes packed into an integer, with its length (so "a" and "a\0" differ).
+#[inline]
+fn symbol_key(symbol: &[u8]) -> u64 {
+    let mut packed = [0u8; 4];
+    packed[..symbol.len()].copy_from_slice(symbol);
+    u32::from_le_bytes(packed) as u64 | (symbol.len() as u64) << 32
+}
+
+/// The tokens of `entries` that are one symbol: one byte, or one UTF-8 character.
+fn symbol_ids(entries: &[(Vec<u8>, u32, f64)], byte_symbols: bool) -> FxHashMap<u64, u32> {
+    let mut symbols = FxHashMap::default();
+    for (text, id, _) in entries {
+        let one = if byte_symbols { text.len() == 1 } else { !text.is_empty() && char_len(text, 0) == text.len() };
+        if one {
+            symbols.entry(symbol_key(text)).or_insert(*id);
+        }
+    }
+    symbols
 }
 
 impl CharMerges {
@@ -222,7 +245,7 @@ impl CharMerges {
             let len = if self.byte_symbols { 1 } else { char_len(word, at) };
             let character = &word[at..at + len];
             at += len;
-            if let Some((id, _)) = self.tokens.get(character) {
+            if let Some(&id) = self.symbols.get(&symbol_key(character)) {
                 if pending_unk {
                     ids.push(self.unknowns.unk.unwrap_or(NONE));
                     pending_unk = false;
@@ -519,6 +542,7 @@ impl Encoder {
         let entries: Vec<(Vec<u8>, u32, f64)> = strings.into_iter().map(|(t, id)| (t, id, 0.0)).collect();
         let segmenter = CharMerges {
             tokens: self::strings(&entries),
+            symbols: symbol_ids(&entries, byte_symbols),
             byte_symbols,
             ignore_merges,
             pairs,
@@ -596,15 +620,14 @@ mod tests {
 
     #[test]
     fn char_merges_replays_by_rank_and_falls_back_to_bytes() {
-        let mut tokens = Strings::default();
-        for (id, text) in ["a", "b", "ab", "abb"].iter().enumerate() {
-            tokens.insert(text.as_bytes(), id as u32, 0.0);
-        }
+        let entries: Vec<(Vec<u8>, u32, f64)> =
+            ["a", "b", "ab", "abb"].iter().enumerate().map(|(id, text)| (text.as_bytes().to_vec(), id as u32, 0.0)).collect();
         let mut pairs = FxHashMap::default();
         pairs.insert((0u64 << 32) | 1, (0, 2)); // a b -> ab
         pairs.insert((2u64 << 32) | 1, (1, 3)); // ab b -> abb
         let segmenter = CharMerges {
-            tokens,
+            tokens: strings(&entries),
+            symbols: symbol_ids(&entries, false),
             byte_symbols: false,
             ignore_merges: false,
             pairs,
@@ -613,6 +636,31 @@ mod tests {
         let mut out = Vec::new();
         segmenter.segment("abbaéb".as_bytes(), &mut out);
         assert_eq!(out, vec![3, 0, 10, 11, 1]);
+    }
+
+    /// The double-array trie finds exactly the vocabulary strings that prefix each suffix.
+    #[test]
+    fn trie_walks_find_every_prefix_token() {
+        let words = ["a", "ab", "abc", "b", "bca", "\u{2581}the", "\u{2581}", "é", "éa", "zz", "\u{4e2d}\u{6587}"];
+        let entries: Vec<(Vec<u8>, u32, f64)> =
+            words.iter().enumerate().map(|(id, w)| (w.as_bytes().to_vec(), id as u32, -(id as f64))).collect();
+        let trie = Trie::new(&entries);
+        let text = "abcabé\u{2581}theéazz\u{4e2d}\u{6587}bca".as_bytes();
+        for start in 0..text.len() {
+            let mut found = Vec::new();
+            let mut slot = 0u32;
+            for end in start..text.len() {
+                let Some(next) = trie.child(slot, text[end]) else { break };
+                slot = next;
+                if let Some((id, _)) = trie.token(slot) {
+                    found.push(id);
+                }
+            }
+            let expected: Vec<u32> = (start + 1..=text.len())
+                .filter_map(|end| words.iter().position(|w| w.as_bytes() == &text[start..end]).map(|id| id as u32))
+                .collect();
+            assert_eq!(found, expected, "start {start}");
+        }
     }
 
     #[test]
