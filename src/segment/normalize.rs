@@ -15,6 +15,9 @@ pub struct SentencePieceNormalizer {
     replacements: Vec<u8>,
     /// User-defined pieces, longest first: the first that starts the input wins.
     user_defined: Vec<Vec<u8>>,
+    /// Whether any charsmap rule or user-defined piece starts with each byte; the other bytes
+    /// (most of ASCII) are copied without a lookup.
+    may_start: [bool; 256],
     add_dummy_prefix: bool,
     remove_extra_whitespaces: bool,
     escape_whitespaces: bool,
@@ -70,6 +73,9 @@ impl SentencePieceNormalizer {
 
     /// What the input at `at` becomes, and how many bytes it takes.
     fn prefix<'a>(&'a self, data: &'a [u8], at: usize) -> (&'a [u8], usize) {
+        if !self.may_start[data[at] as usize] && data[at] < 0x80 {
+            return (&data[at..at + 1], 1);
+        }
         for piece in &self.user_defined {
             if data[at..].starts_with(piece) {
                 return (&data[at..at + piece.len()], piece.len());
@@ -162,10 +168,21 @@ impl SentencePieceNormalizer {
         };
         user_defined.retain(|piece| !piece.is_empty());
         user_defined.sort_by_key(|piece| std::cmp::Reverse(piece.len()));
+        let mut may_start = [false; 256];
+        for piece in &user_defined {
+            may_start[piece[0] as usize] = true;
+        }
+        if let Some(&root) = units.first() {
+            for byte in 0..=255u8 {
+                let position = unit_offset(root) ^ byte as usize;
+                may_start[byte as usize] |= units.get(position).is_some_and(|&unit| unit & ((1 << 31) | 0xff) == byte as u32);
+            }
+        }
         Ok(SentencePieceNormalizer {
             units,
             replacements,
             user_defined,
+            may_start,
             add_dummy_prefix,
             remove_extra_whitespaces,
             escape_whitespaces,
