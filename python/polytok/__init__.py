@@ -5,6 +5,8 @@ from polytok.compare import compare
 from polytok.counts import WordCounts, count
 from polytok.errors import Error
 from polytok.formats import load
+from polytok.formats.huggingface import load_huggingface
+from polytok.formats.sentencepiece import load_sentencepiece
 from polytok.formats.tiktoken import load_tiktoken
 from polytok.metrics import corpus_stats, evaluate
 from polytok.tokenizer import Tokenizer
@@ -26,6 +28,8 @@ __all__ = [
     "errors",
     "evaluate",
     "load",
+    "load_huggingface",
+    "load_sentencepiece",
     "load_tiktoken",
     "train",
 ]

@@ -66,6 +66,7 @@ class Tokenizer:
         continuation_marker: str | None = None,
         training: dict | None = None,
         certificate: Any = None,
+        pipeline: Any = None,
     ):
         self.vocab: list[bytes] = [bytes(token) for token in vocab]
         self.segmenter = segmenter
@@ -79,6 +80,9 @@ class Tokenizer:
         self.continuation_marker = continuation_marker
         self.training = training
         self.certificate = certificate
+        # A file loaded from another library keeps its own text pipeline (added tokens,
+        # normaliser, pre-tokeniser, decoder) around the segmenter; see formats/huggingface.py.
+        self.pipeline = pipeline
         self._check()
         self._id_of_token: dict[bytes, int] = {}
         for token_id, token in enumerate(self.vocab):
@@ -134,12 +138,17 @@ class Tokenizer:
         dropout: float | None = None,
         seed: int | None = None,
     ) -> list[int]:
-        """The ids of `text`. Special-token text raises unless allowed (tiktoken's semantics).
+        """The ids of `text`. Special-token text raises unless allowed (tiktoken's semantics);
+        a tokeniser loaded with its own pipeline always recognises its added tokens, as its
+        library does.
 
         Subword regularisation: `sample=True` (viterbi tokenisers) draws each pre-token's cut with
         probability ∝ P(cut)^alpha; `dropout=p` (merges tokenisers) skips every applicable merge
         with probability p. The same `seed` gives the same ids; seed None draws a fresh one.
         """
+        if self.pipeline is not None:
+            self._no_randomness_in_pipeline(sample, dropout)
+            return self.pipeline.encode(self._encoder, text)
         policy = self._policy(allowed_special, disallowed_special)
         randomness = self._randomness(sample, alpha, dropout, seed)
         try:
@@ -171,6 +180,10 @@ class Tokenizer:
             return self._encoder.encode_nbest(text, policy, n)
         except _core.SpecialTokenFound as found:
             raise self._special_error(*found.args, batch=False) from None
+
+    def _no_randomness_in_pipeline(self, sample: bool, dropout: float | None) -> None:
+        if sample or dropout is not None:
+            raise ConfigError("sample and dropout apply to polytok's own tokenisers, not to one loaded with its library's pipeline")
 
     def _randomness(self, sample: bool, alpha: float, dropout: float | None, seed: int | None) -> tuple[str, float, int] | None:
         """The core's (kind, strength, seed) for a randomised encode, or None for the plain one."""
@@ -205,6 +218,8 @@ class Tokenizer:
 
     def encode_ordinary(self, text: str | bytes) -> list[int]:
         """The ids of `text`, with special-token text encoded as ordinary text."""
+        if self.pipeline is not None:
+            return self.pipeline.encode(self._encoder, text, split_added=False)
         return self._encoder.encode(text, None)
 
     def encode_to_numpy(
@@ -215,6 +230,8 @@ class Tokenizer:
         disallowed_special: SpecialSet = "all",
     ) -> np.ndarray:
         """Like `encode`, as a uint32 numpy array built without a Python list."""
+        if self.pipeline is not None:
+            return np.array(self.pipeline.encode(self._encoder, text), dtype=np.uint32)
         policy = self._policy(allowed_special, disallowed_special)
         try:
             return self._encoder.encode_to_numpy(text, policy)
@@ -236,6 +253,9 @@ class Tokenizer:
         """`encode` of each text, in parallel on `num_threads` threads (default: all cores).
         With sampling or dropout, text i draws from (seed, i): the ids do not depend on the
         thread count, and text 0 gets what `encode(text, seed=seed)` gives."""
+        if self.pipeline is not None:
+            self._no_randomness_in_pipeline(sample, dropout)
+            return [self.pipeline.encode(self._encoder, text) for text in texts]
         policy = self._policy(allowed_special, disallowed_special)
         randomness = self._randomness(sample, alpha, dropout, seed)
         try:
@@ -247,6 +267,8 @@ class Tokenizer:
 
     def encode_ordinary_batch(self, texts: Iterable[str | bytes], num_threads: int | None = None) -> list[list[int]]:
         """`encode_ordinary` of each text, in parallel."""
+        if self.pipeline is not None:
+            return [self.encode_ordinary(text) for text in texts]
         return self._encoder.encode_batch(list(texts), None, _threads(num_threads))
 
     def count_tokens(
@@ -258,6 +280,8 @@ class Tokenizer:
         disallowed_special: SpecialSet = "all",
     ) -> np.ndarray:
         """The number of tokens of each text (uint64), in parallel, without keeping the ids."""
+        if self.pipeline is not None:
+            return np.array([len(self.pipeline.encode(self._encoder, text)) for text in texts], dtype=np.uint64)
         policy = self._policy(allowed_special, disallowed_special)
         try:
             return self._encoder.count_batch(list(texts), policy, _threads(num_threads))
@@ -322,7 +346,12 @@ class Tokenizer:
             raise DecodeError(f"ids must be integers: {error}") from None
 
     def decode(self, ids: Iterable[int] | np.ndarray, errors: str = "replace") -> str:
-        """The text of `ids`; bytes that are not valid UTF-8 follow `errors` (as bytes.decode)."""
+        """The text of `ids`; bytes that are not valid UTF-8 follow `errors` (as bytes.decode).
+        A loaded tokeniser decodes through its file's decoder, as its own library does."""
+        if self.pipeline is not None:
+            ids = list(ids.reshape(-1) if isinstance(ids, np.ndarray) else ids)
+            self.decode_bytes(ids)  # the same DecodeError for ids that are no token
+            return self.pipeline.decode([int(token_id) for token_id in ids])
         return self.decode_bytes(ids).decode("utf-8", errors)
 
     def token_bytes(self, token_id: int) -> bytes:
@@ -389,12 +418,18 @@ class Tokenizer:
             "continuation_marker": self.continuation_marker,
             "training": self.training,
             "certificate": certificate,
+            **({} if self.pipeline is None else self.pipeline.info()),
         }
 
     # ---- files ------------------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
         """The polytok file record, in the file's field order."""
+        if self.pipeline is not None:
+            raise ConfigError(
+                f"this tokeniser was loaded from a {self.pipeline.kind} file whose pipeline polytok's "
+                f"format cannot hold; keep the original file (save_huggingface writes HF files back)"
+            )
         certificate = self.certificate
         if certificate is not None and hasattr(certificate, "to_dict"):
             certificate = certificate.to_dict()

@@ -4,8 +4,10 @@ use pyo3::prelude::*;
 
 pub mod dropout;
 pub mod encoder;
+pub mod loaded;
 pub mod longest_match;
 pub mod merges;
+pub mod normalize;
 pub mod rng;
 pub mod shortest_path;
 pub mod viterbi;
@@ -65,5 +67,6 @@ pub trait RankedSegmenter: Sync {
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     encoder::register(m)?;
+    normalize::register(m)?;
     Ok(())
 }

@@ -91,11 +91,11 @@ def test_reading_unsupported_hf_files_names_the_problem(trained_tokenizers, tmp_
     trained_tokenizers["naive-cl100k"].save_huggingface(path)
     record = json.loads(path.read_text())
     edits = [
-        (lambda r: r["model"].__setitem__("type", "WordPiece"), "not a BPE model"),
-        (lambda r: r.__setitem__("normalizer", {"type": "NFC"}), "'normalizer' is set"),
-        (lambda r: r["model"]["vocab"].__setitem__("Ġ", 99999), r"'model.vocab'\['Ġ'\] has id 99999"),
-        (lambda r: r["model"]["merges"].__setitem__(3, "Ġ"), r"'model.merges'\[3\]"),
-        (lambda r: r["pre_tokenizer"].__setitem__("type", "Whitespace"), "'pre_tokenizer'"),
+        (lambda r: r["model"].__setitem__("type", "WordLevel"), "model type 'WordLevel' is not supported"),
+        (lambda r: r.__setitem__("normalizer", {"type": "StripAccents"}), "normalizer type 'StripAccents' is not supported"),
+        (lambda r: r["model"]["vocab"].__setitem__("Ġ", 99999), r"no token has id \d+"),
+        (lambda r: r["model"]["merges"].__setitem__(3, "Ġ"), r"model.merges\[3\]"),
+        (lambda r: r["pre_tokenizer"].__setitem__("type", "UnicodeScripts"), "pre_tokenizer type 'UnicodeScripts' is not supported"),
     ]
     for edit, message in edits:
         edited = json.loads(json.dumps(record))

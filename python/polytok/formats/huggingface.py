@@ -1,20 +1,29 @@
-"""Hugging Face `tokenizer.json` for byte-level BPE: written so that
-`tokenizers.Tokenizer.from_file` loads it and encodes to the same ids as polytok.
+"""Hugging Face `tokenizer.json`: reading BPE, WordPiece and Unigram files with their own
+normalisers, pre-tokenisers, decoders and added tokens (ids and decoding identical to
+`tokenizers`), and writing polytok's byte-level BPE so that `tokenizers.Tokenizer.from_file`
+encodes to the same ids.
 
-The pipeline: a Split pre-tokeniser with polytok's regex (matches kept as pieces), ByteLevel
+The written pipeline: a Split pre-tokeniser with polytok's regex (matches kept as pieces), ByteLevel
 (bytes -> printable characters, GPT-2's table; no regex, no prefix space), the BPE model with the
 merge list, the ByteLevel decoder, and the special tokens as added tokens. HF's BPE replays the
 merges in order, which is what polytok's merges segmenter does.
 """
 from __future__ import annotations
 
+import base64
 import json
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
 
-from polytok.errors import ConfigError, FormatError
-from polytok.tokenizer import Tokenizer
+import regex
+
+from polytok import _core
+from polytok.errors import ConfigError, EncodeError, FormatError, PatternError
+from polytok.formats import normalizers
+from polytok.formats.normalizers import Normalizer
+from polytok.tokenizer import Tokenizer, register_segmenter
 
 
 # The regex HF's ByteLevel pre-tokeniser applies when `use_regex` is true (GPT-2's, as HF writes it).
@@ -51,7 +60,12 @@ def save_huggingface(tokenizer: Tokenizer, path: str | Path) -> None:
     """Writes `tokenizer` as a HF tokenizer.json (byte-level BPE)."""
     from polytok.formats import write_atomically
 
-    record = huggingface_record(tokenizer)
+    # a loaded HF file is written back as it was read, which keeps every id
+    pipeline = getattr(tokenizer, "pipeline", None)
+    if pipeline is not None and pipeline.kind == "HF tokenizer.json":
+        record = pipeline.record
+    else:
+        record = huggingface_record(tokenizer)
     write_atomically(path, (json.dumps(record, ensure_ascii=False, indent=2) + "\n").encode("utf-8"))
 
 
@@ -227,83 +241,778 @@ def merges_from_ranks(vocab: list[bytes]) -> list[tuple[int, int]]:
     return merges
 
 
+# ---- reading --------------------------------------------------------------------------------
+#
+# A loaded file keeps its own pipeline: added tokens are cut out first (those marked
+# `normalized: false` from the raw text, the others from the normalised text), the rest is
+# normalised and pre-tokenised here in Python, and the words go to a Rust segmenter in one call.
+# A byte-level BPE file without normaliser whose pre-tokeniser is one regex is the fast path: the
+# regex runs in the core (polytok's own pre-tokeniser) and the merges segmenter is polytok's.
+
+Split = tuple[str, bool]  # a piece of text, and whether it starts the input (Metaspace's "first")
+PreTokenizerStep = Callable[[list[Split]], list[Split]]
+Decoder = Callable[[list[str]], list[str]]
+
+# Python `regex` classes for the Rust predicates HF's components use.
+_WHITE_SPACE = r"\p{White_Space}"
+_WORD = r"\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\p{Join_Control}"
+_BERT_PUNCTUATION = r"\p{P}!-/:-@\[-`{-~"
+
+
+class LoadedPipeline:
+    """A loaded file's text pipeline around polytok's segmenter, and its decoder.
+
+    `segmenter_arguments` are the keyword arguments of the `_core.Encoder` constructor named by
+    the Tokenizer's segmenter; `token_texts[i]` is token i as the file writes it (what decoders see).
+    """
+
+    def __init__(
+        self,
+        *,
+        kind: str,
+        record: Any,
+        added: list[dict[str, Any]],
+        normalizer: Normalizer | None,
+        pre_tokenizer: list[PreTokenizerStep] | None,
+        decoder: Decoder | None,
+        token_texts: list[str],
+        segmenter_arguments: dict[str, Any],
+        lossy: list[str],
+        components: dict[str, Any],
+    ):
+        self.kind = kind
+        self.record = record
+        self.added = added
+        self.normalizer = normalizer
+        self.pre_tokenizer = pre_tokenizer
+        self.decoder = decoder
+        self.token_texts = token_texts
+        self.segmenter_arguments = segmenter_arguments
+        self.lossy = lossy
+        self.components = components
+        self._raw_added = _added_matcher([token for token in added if not token.get("normalized")], None)
+        self._normalized_added = _added_matcher([token for token in added if token.get("normalized")], normalizer)
+
+    def encode(self, encoder: Any, text: str | bytes, split_added: bool = True) -> list[int]:
+        """The ids of `text` through the file's pipeline and the core `encoder`."""
+        if not isinstance(text, str):
+            try:
+                text = bytes(text).decode("utf-8")
+            except (UnicodeDecodeError, TypeError) as error:
+                raise EncodeError(
+                    f"a tokeniser loaded from a {self.kind} file encodes text; the bytes given are not UTF-8 ({error})"
+                ) from None
+        ids: list[int] = []
+        words: list[bytes] = []
+
+        def flush() -> None:
+            if words:
+                ids.extend(encoder.encode_words(b"".join(words), [len(word) for word in words]))
+                words.clear()
+
+        def add_text(piece: str, first: bool) -> None:
+            if self.pre_tokenizer is None:
+                pieces = [(piece, first)] if piece else []
+            else:
+                pieces = [(piece, first)]
+                for step in self.pre_tokenizer:
+                    pieces = step(pieces)
+            words.extend(word.encode("utf-8", "surrogatepass") for word, _ in pieces if word)
+
+        for raw, raw_id, raw_first in _split_added(text, self._raw_added if split_added else None, True):
+            if raw_id is not None:
+                flush()
+                ids.append(raw_id)
+                continue
+            normalized = self.normalizer(raw) if self.normalizer is not None else raw
+            for piece, piece_id, first in _split_added(normalized, self._normalized_added if split_added else None, raw_first):
+                if piece_id is not None:
+                    flush()
+                    ids.append(piece_id)
+                else:
+                    add_text(piece, first)
+        flush()
+        return ids
+
+    def decode(self, ids: list[int]) -> str:
+        """The text of `ids` as the file's own library decodes it (no tokens skipped)."""
+        tokens = [self.token_texts[token_id] for token_id in ids]
+        if self.decoder is None:
+            return " ".join(tokens)
+        return "".join(self.decoder(tokens))
+
+    def info(self) -> dict[str, Any]:
+        """What `Tokenizer.info` adds for a loaded file: its components and where it loses text."""
+        return {
+            "loaded_from": self.kind,
+            "pipeline": self.components,
+            "added_tokens": {token["content"]: token["id"] for token in self.added},
+            "lossy": self.lossy,
+        }
+
+
+def _added_matcher(tokens: list[dict[str, Any]], normalizer: Normalizer | None) -> tuple[Any, dict[str, int]] | None:
+    """A regex finding the added tokens leftmost-longest (with their lstrip/rstrip whitespace),
+    and content -> id; None when there are none."""
+    if not tokens:
+        return None
+    ids: dict[str, int] = {}
+    alternatives = []
+    for token in sorted(tokens, key=lambda token: -len(token["content"])):
+        content = token["content"] if normalizer is None else normalizer(token["content"])
+        if not content or content in ids:
+            continue
+        ids[content] = token["id"]
+        left = r"\s*" if token.get("lstrip") else ""
+        right = r"\s*" if token.get("rstrip") else ""
+        alternatives.append(f"{left}(?P<t{len(alternatives)}>{regex.escape(content)}){right}")
+    contents = list(ids)
+    order = {f"t{index}": contents[index] for index in range(len(contents))}
+    return regex.compile("|".join(alternatives)), {name: ids[content] for name, content in order.items()}
+
+
+def _split_added(text: str, matcher: tuple[Any, dict[str, int]] | None, first: bool) -> list[tuple[str, int | None, bool]]:
+    """(piece, None, starts the input) for text between added tokens and ("", id, False) for each token."""
+    if matcher is None:
+        return [(text, None, first)] if text else []
+    compiled, ids = matcher
+    out: list[tuple[str, int | None, bool]] = []
+    start = 0
+    for match in compiled.finditer(text):
+        if match.start() > start:
+            out.append((text[start : match.start()], None, first and start == 0))
+        out.append(("", ids[match.lastgroup], False))
+        start = match.end()
+    if start < len(text):
+        out.append((text[start:], None, first and start == 0))
+    return out
+
+
+# ---- pre-tokenisers ---------------------------------------------------------------------------
+
+def _spans(text: str, matches: Iterable[tuple[int, int]], behavior: str, invert: bool) -> list[tuple[int, int]]:
+    """HF's split of `text` by matched spans with a delimiter behaviour; empty pieces dropped."""
+    spans: list[tuple[int, int, bool]] = []
+    previous = 0
+    for start, end in matches:
+        if start > previous:
+            spans.append((previous, start, False))
+        spans.append((start, end, True))
+        previous = end
+    if previous < len(text):
+        spans.append((previous, len(text), False))
+    if invert:
+        spans = [(start, end, not is_match) for start, end, is_match in spans]
+    if behavior == "Removed":
+        out = [(start, end) for start, end, is_match in spans if not is_match]
+    elif behavior == "Isolated":
+        out = [(start, end) for start, end, _ in spans]
+    elif behavior == "MergedWithPrevious":
+        out, previous_match = [], False
+        for start, end, is_match in spans:
+            if is_match and not previous_match and out:
+                out[-1] = (out[-1][0], end)
+            else:
+                out.append((start, end))
+            previous_match = is_match
+    elif behavior == "MergedWithNext":
+        out, next_match = [], False
+        for start, end, is_match in reversed(spans):
+            if is_match and not next_match and out:
+                out[-1] = (start, out[-1][1])
+            else:
+                out.append((start, end))
+            next_match = is_match
+        out.reverse()
+    else:  # Contiguous: neighbouring spans of the same kind join
+        out, previous_match = [], False
+        for start, end, is_match in spans:
+            if is_match == previous_match and out:
+                out[-1] = (out[-1][0], end)
+            else:
+                out.append((start, end))
+            previous_match = is_match
+    return [(start, end) for start, end in out if end > start]
+
+
+def _split_step(compiled: Any, behavior: str, invert: bool) -> PreTokenizerStep:
+    def step(splits: list[Split]) -> list[Split]:
+        out = []
+        for text, first in splits:
+            for start, end in _spans(text, (m.span() for m in compiled.finditer(text)), behavior, invert):
+                out.append((text[start:end], first and start == 0))
+        return out
+
+    return step
+
+
+def _matches_step(compiled: Any) -> PreTokenizerStep:
+    """The pieces are the regex's matches (what is between them is dropped)."""
+
+    def step(splits: list[Split]) -> list[Split]:
+        return [(match.group(), first and match.start() == 0) for text, first in splits for match in compiled.finditer(text)]
+
+    return step
+
+
+def _map_step(function: Callable[[str, bool], str]) -> PreTokenizerStep:
+    return lambda splits: [(function(text, first), first) for text, first in splits]
+
+
+def _pre_tokenizer(node: Any, where: str, fail: Callable[[str], FormatError]) -> tuple[list[PreTokenizerStep], bool]:
+    """The steps of a pre-tokenizer node, and whether it includes ByteLevel (byte-level vocabulary)."""
+    kind = _type_of(node, where, fail)
+    if kind == "Sequence":
+        steps: list[PreTokenizerStep] = []
+        byte_level = False
+        for index, child in enumerate(_list_field(node, "pretokenizers", where, fail)):
+            child_steps, child_byte_level = _pre_tokenizer(child, f"{where}.pretokenizers[{index}]", fail)
+            steps += child_steps
+            byte_level |= child_byte_level
+        return steps, byte_level
+    if kind == "ByteLevel":
+        steps = []
+        if node.get("add_prefix_space", False):
+            steps.append(_map_step(lambda text, first: text if text.startswith(" ") else " " + text))
+        if node.get("use_regex", True):
+            steps.append(_split_step(regex.compile(HF_BYTE_LEVEL_REGEX), "Isolated", False))
+        return steps, True
+    if kind == "Split":
+        pattern = node.get("pattern")
+        behavior = node.get("behavior")
+        if behavior not in ("Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"):
+            raise fail(f"{where}.behavior is {behavior!r}, not one of HF's split behaviours")
+        return [_split_step(_pattern(pattern, f"{where}.pattern", fail), behavior, bool(node.get("invert")))], False
+    if kind == "Metaspace":
+        replacement = node.get("replacement", "▁")
+        scheme = _prepend_scheme(node)
+        split = node.get("split", True)
+
+        def metaspace(text: str, first: bool) -> str:
+            text = text.replace(" ", replacement)
+            if (scheme == "always" or (scheme == "first" and first)) and not text.startswith(replacement):
+                text = replacement + text
+            return text
+
+        steps = [_map_step(metaspace)]
+        if split:
+            steps.append(_split_step(regex.compile(regex.escape(replacement)), "MergedWithNext", False))
+        return steps, False
+    if kind == "Whitespace":
+        return [_matches_step(regex.compile(f"[{_WORD}]+|[^{_WORD}{_WHITE_SPACE}]+"))], False
+    if kind == "WhitespaceSplit":
+        return [_matches_step(regex.compile(f"[^{_WHITE_SPACE}]+"))], False
+    if kind == "BertPreTokenizer":
+        # whitespace removed, each punctuation character its own piece
+        return [_matches_step(regex.compile(f"[{_BERT_PUNCTUATION}]|[^{_BERT_PUNCTUATION}{_WHITE_SPACE}]+"))], False
+    if kind == "Punctuation":
+        behavior = node.get("behavior", "Isolated")
+        return [_split_step(regex.compile(f"[{_BERT_PUNCTUATION}]"), behavior, False)], False
+    if kind == "Digits":
+        behavior = "Isolated" if node.get("individual_digits") else "Contiguous"
+        return [_split_step(regex.compile(r"\p{N}"), behavior, False)], False
+    raise fail(f"{where} type {kind!r} is not supported")
+
+
+def _prepend_scheme(node: dict[str, Any]) -> str:
+    if "prepend_scheme" in node:
+        return node["prepend_scheme"]
+    return "always" if node.get("add_prefix_space", True) else "never"
+
+
+def _pattern(pattern: Any, where: str, fail: Callable[[str], FormatError]) -> Any:
+    if isinstance(pattern, dict) and isinstance(pattern.get("String"), str):
+        return regex.compile(regex.escape(pattern["String"]))
+    if isinstance(pattern, dict) and isinstance(pattern.get("Regex"), str):
+        try:
+            return regex.compile(pattern["Regex"])
+        except regex.error as error:
+            raise fail(f"{where} regex {pattern['Regex']!r} does not compile: {error}") from None
+    raise fail(f"{where} is {pattern!r}, expected {{'String': ...}} or {{'Regex': ...}}")
+
+
+def _core_split(node: Any) -> tuple[list[PreTokenizerStep], str] | None:
+    """For a pre-tokenizer whose splitting is one regex's matches: the Python steps before it
+    (prefix space, Metaspace's replacement) and the regex, which then runs in the core."""
+    if not isinstance(node, dict):
+        return None
+    kind = node.get("type")
+    if kind == "ByteLevel" and node.get("use_regex", True):
+        steps = _pre_tokenizer(node, "pre_tokenizer", FormatError)[0][:-1]  # its regex split goes to the core
+        return steps, HF_BYTE_LEVEL_REGEX
+    if kind == "BertPreTokenizer":
+        return [], f"[{_BERT_PUNCTUATION}]|[^{_BERT_PUNCTUATION}{_WHITE_SPACE}]+"
+    if kind == "Whitespace":
+        return [], f"[{_WORD}]+|[^{_WORD}{_WHITE_SPACE}]+"
+    if kind == "WhitespaceSplit":
+        return [], f"[^{_WHITE_SPACE}]+"
+    if kind == "Metaspace" and node.get("split", True) and len(node.get("replacement", "▁")) == 1:
+        steps = _pre_tokenizer(node, "pre_tokenizer", FormatError)[0][:-1]
+        replacement = regex.escape(node.get("replacement", "▁"))
+        # each replacement character starts a piece (MergedWithNext), text before the first is one
+        return steps, f"{replacement}[^{replacement}]*|[^{replacement}]+"
+    steps = node.get("pretokenizers") if kind == "Sequence" else None
+    if (
+        isinstance(steps, list)
+        and len(steps) == 2
+        and isinstance(steps[0], dict)
+        and isinstance(steps[1], dict)
+        and steps[0].get("type") == "Split"
+        and steps[0].get("behavior") == "Isolated"
+        and not steps[0].get("invert")
+        and isinstance(steps[0].get("pattern"), dict)
+        and isinstance(steps[0]["pattern"].get("Regex"), str)
+        and steps[1].get("type") == "ByteLevel"
+        and not steps[1].get("use_regex", True)
+        and not steps[1].get("add_prefix_space")
+    ):
+        return [], steps[0]["pattern"]["Regex"]
+    return None
+
+
+# ---- normalisers ------------------------------------------------------------------------------
+
+def _normalizer(node: Any, where: str, fail: Callable[[str], FormatError], lossy: list[str]) -> Normalizer:
+    kind = _type_of(node, where, fail)
+    if kind == "Sequence":
+        steps = [
+            _normalizer(child, f"{where}.normalizers[{index}]", fail, lossy)
+            for index, child in enumerate(_list_field(node, "normalizers", where, fail))
+        ]
+        return normalizers.sequence(steps)
+    if kind in ("NFC", "NFD", "NFKC", "NFKD"):
+        lossy.append(f"normaliser {kind} maps different texts to the same ids")
+        return normalizers.unicode_form(kind)
+    if kind == "Lowercase":
+        lossy.append("normaliser Lowercase loses case")
+        return normalizers.lowercase
+    if kind == "Replace":
+        pattern = node.get("pattern")
+        content = node.get("content")
+        if not isinstance(content, str):
+            raise fail(f"{where}.content is {content!r}, expected a string")
+        if isinstance(pattern, dict) and isinstance(pattern.get("String"), str):
+            replace = normalizers.replace(pattern["String"], content, False)
+        elif isinstance(pattern, dict) and isinstance(pattern.get("Regex"), str):
+            try:
+                replace = normalizers.replace(pattern["Regex"], content, True)
+            except regex.error as error:
+                raise fail(f"{where}.pattern regex does not compile: {error}") from None
+        else:
+            raise fail(f"{where}.pattern is {pattern!r}, expected {{'String': ...}} or {{'Regex': ...}}")
+        lossy.append(f"normaliser Replace({pattern!r} -> {content!r}) decodes to the replaced text")
+        return replace
+    if kind == "Prepend":
+        prefix = node.get("prepend")
+        if not isinstance(prefix, str):
+            raise fail(f"{where}.prepend is {prefix!r}, expected a string")
+        return normalizers.prepend(prefix)
+    if kind == "Strip":
+        lossy.append("normaliser Strip drops whitespace at the ends")
+        return normalizers.strip(bool(node.get("strip_left")), bool(node.get("strip_right")))
+    if kind == "BertNormalizer":
+        lossy.append("normaliser BertNormalizer drops control characters, turns whitespace into spaces"
+                     + (", lowercases and strips accents" if node.get("lowercase", True) else ""))
+        return normalizers.bert(
+            bool(node.get("clean_text", True)),
+            bool(node.get("handle_chinese_chars", True)),
+            node.get("strip_accents"),
+            bool(node.get("lowercase", True)),
+        )
+    if kind == "Precompiled":
+        blob = node.get("precompiled_charsmap")
+        try:
+            data = base64.b64decode(blob or "", validate=True)
+        except (ValueError, TypeError):
+            raise fail(f"{where}.precompiled_charsmap is not base64") from None
+        lossy.append("normaliser Precompiled (SentencePiece's character map, NFKC-like) maps different texts to the same ids")
+        return normalizers.precompiled(data, f"{where}.precompiled_charsmap")
+    raise fail(f"{where} type {kind!r} is not supported")
+
+
+# ---- decoders ---------------------------------------------------------------------------------
+
+def _byte_fallback(tokens: list[str]) -> list[str]:
+    out: list[str] = []
+    pending = bytearray()
+
+    def flush() -> None:
+        if pending:
+            try:
+                out.append(pending.decode("utf-8"))
+            except UnicodeDecodeError:
+                out.extend("\ufffd" * len(pending))
+            pending.clear()
+
+    for token in tokens:
+        if len(token) == 6 and token.startswith("<0x") and token.endswith(">"):
+            try:
+                pending.append(int(token[3:5], 16))
+                continue
+            except ValueError:
+                pass
+        flush()
+        out.append(token)
+    flush()
+    return out
+
+
+def _byte_level_decode(tokens: list[str]) -> list[str]:
+    inverse = {char: byte for byte, char in enumerate(byte_to_char())}
+    data = bytearray()
+    for token in tokens:
+        try:
+            data += bytes(inverse[char] for char in token)
+        except KeyError:
+            data += token.encode("utf-8")
+    return [data.decode("utf-8", "replace")]
+
+
+def _strip_decoder(content: str, start: int, stop: int) -> Decoder:
+    def decode(tokens: list[str]) -> list[str]:
+        out = []
+        for token in tokens:
+            begin = 0
+            while begin < start and token[begin : begin + 1] == content:
+                begin += 1
+            end = len(token)
+            while len(token) - end < stop and end > begin and token[end - 1] == content:
+                end -= 1
+            out.append(token[begin:end])
+        return out
+
+    return decode
+
+
+def _metaspace_decoder(replacement: str, scheme: str) -> Decoder:
+    def decode(tokens: list[str]) -> list[str]:
+        out = []
+        for index, token in enumerate(tokens):
+            if index == 0 and scheme != "never":
+                out.append(token.replace(replacement, ""))
+            else:
+                out.append(token.replace(replacement, " "))
+        return out
+
+    return decode
+
+
+_WORDPIECE_CLEANUP = [
+    (" .", "."), (" ?", "?"), (" !", "!"), (" ,", ","), (" ' ", "'"), (" n't", "n't"), (" 'm", "'m"),
+    (" do not", " don't"), (" 's", "'s"), (" 've", "'ve"), (" 're", "'re"),
+]
+
+
+def _wordpiece_decoder(prefix: str, cleanup: bool) -> Decoder:
+    def decode(tokens: list[str]) -> list[str]:
+        out = []
+        for index, token in enumerate(tokens):
+            if index > 0:
+                token = token.replace(prefix, "", 1) if token.startswith(prefix) else " " + token
+            if cleanup:
+                for old, new in _WORDPIECE_CLEANUP:
+                    token = token.replace(old, new)
+            out.append(token)
+        return out
+
+    return decode
+
+
+def _decoder(node: Any, where: str, fail: Callable[[str], FormatError]) -> Decoder:
+    kind = _type_of(node, where, fail)
+    if kind == "Sequence":
+        steps = [_decoder(child, f"{where}.decoders[{index}]", fail) for index, child in enumerate(_list_field(node, "decoders", where, fail))]
+
+        def decode(tokens: list[str]) -> list[str]:
+            for step in steps:
+                tokens = step(tokens)
+            return tokens
+
+        return decode
+    if kind == "ByteLevel":
+        return _byte_level_decode
+    if kind == "ByteFallback":
+        return _byte_fallback
+    if kind == "Fuse":
+        return lambda tokens: ["".join(tokens)]
+    if kind == "Strip":
+        return _strip_decoder(node.get("content", " "), int(node.get("start", 0)), int(node.get("stop", 0)))
+    if kind == "Replace":
+        pattern = node.get("pattern")
+        content = node.get("content", "")
+        if isinstance(pattern, dict) and isinstance(pattern.get("String"), str):
+            old = pattern["String"]
+            return lambda tokens: [token.replace(old, content) for token in tokens]
+        compiled = _pattern(pattern, f"{where}.pattern", fail)
+        return lambda tokens: [compiled.sub(lambda match: content, token) for token in tokens]
+    if kind == "Metaspace":
+        return _metaspace_decoder(node.get("replacement", "▁"), _prepend_scheme(node))
+    if kind == "WordPiece":
+        return _wordpiece_decoder(node.get("prefix", "##"), bool(node.get("cleanup", True)))
+    raise fail(f"{where} type {kind!r} is not supported")
+
+
+# ---- the file ---------------------------------------------------------------------------------
+
+def _type_of(node: Any, where: str, fail: Callable[[str], FormatError]) -> str:
+    if not isinstance(node, dict) or not isinstance(node.get("type"), str):
+        raise fail(f"{where} is not an object with a 'type'")
+    return node["type"]
+
+
+def _list_field(node: dict[str, Any], name: str, where: str, fail: Callable[[str], FormatError]) -> list[Any]:
+    value = node.get(name)
+    if not isinstance(value, list):
+        raise fail(f"{where}.{name} is not a list")
+    return value
+
+
 def load_huggingface(path: str | Path) -> Tokenizer:
-    """Reads a HF tokenizer.json of byte-level BPE with a Split regex (what `save_huggingface`
-    writes); other HF pipelines raise FormatError naming the part that differs."""
+    """Reads a HF `tokenizer.json` (BPE, WordPiece or Unigram with the components GPT-2, Llama,
+    BERT and XLM-R files use); encodes to the ids `tokenizers` gives, decodes as it decodes."""
     from polytok.tokenizer import read_json
 
-    record = read_json(path)
-    if not isinstance(record, dict):
-        raise FormatError(f"tokenizer file {path}: expected a JSON object")
-    return tokenizer_from_huggingface(record, f"tokenizer file {path}")
+    return tokenizer_from_huggingface(read_json(path), f"tokenizer file {path}")
 
 
-def tokenizer_from_huggingface(record: dict[str, Any], source: str) -> Tokenizer:
-    """Reads a byte-level BPE tokenizer.json of the shape `save_huggingface` writes."""
+def tokenizer_from_huggingface(record: Any, source: str) -> Tokenizer:
+    """Builds the Tokenizer of a parsed tokenizer.json; FormatError names the unsupported
+    component and its JSON path."""
 
     def fail(problem: str) -> FormatError:
-        return FormatError(f"{source}: {problem}; polytok reads HF files of byte-level BPE with a Split regex")
+        return FormatError(f"{source}: {problem}")
 
+    if not isinstance(record, dict):
+        raise fail(f"expected a JSON object, found {type(record).__name__}")
     model = record.get("model")
-    if not isinstance(model, dict) or model.get("type") != "BPE":
-        raise fail("field 'model' is not a BPE model")
+    model_type = model.get("type") if isinstance(model, dict) else None
+    if model_type is None and isinstance(model, dict) and "merges" in model:
+        model_type = "BPE"
+    if model_type not in ("BPE", "WordPiece", "Unigram"):
+        raise fail(f"model type {model_type!r} is not supported (polytok reads BPE, WordPiece and Unigram)")
+    # (the post_processor only adds tokens when asked to; polytok's encode never asks)
+    for field in ("truncation", "padding"):
+        if record.get(field) not in (None, {}):
+            raise fail(f"{field} is set; polytok encodes whole texts without {field}")
+    lossy: list[str] = []
+    normalizer = None
     if record.get("normalizer") is not None:
-        raise fail("field 'normalizer' is set")
-    pattern = _pattern_of(record.get("pre_tokenizer"), fail)
-    raw_vocab = model.get("vocab")
-    if not isinstance(raw_vocab, dict):
-        raise fail("field 'model.vocab' is not an object")
-    vocab: list[bytes | None] = [None] * len(raw_vocab)
-    for text, token_id in raw_vocab.items():
-        if not isinstance(token_id, int) or not 0 <= token_id < len(vocab) or vocab[token_id] is not None:
-            raise fail(f"field 'model.vocab'[{text!r}] has id {token_id!r}; ids must be 0..{len(vocab) - 1}, each once")
-        try:
-            vocab[token_id] = from_byte_level(text)
-        except KeyError:
-            raise fail(f"field 'model.vocab'[{text!r}] is not byte-level text") from None
-    ids = {token: token_id for token_id, token in enumerate(vocab)}
-    merges = []
-    for index, merge in enumerate(model.get("merges") or []):
-        pair = merge.split(" ") if isinstance(merge, str) else merge
-        if not isinstance(pair, list) or len(pair) != 2:
-            raise fail(f"field 'model.merges'[{index}] is {merge!r}, expected two tokens")
-        try:
-            merges.append((ids[from_byte_level(pair[0])], ids[from_byte_level(pair[1])]))
-        except KeyError:
-            raise fail(f"field 'model.merges'[{index}] ({merge!r}) names a token outside the vocabulary") from None
-    special_tokens = {}
-    for index, added in enumerate(record.get("added_tokens") or []):
-        if not isinstance(added, dict) or not isinstance(added.get("content"), str) or not isinstance(added.get("id"), int):
-            raise fail(f"field 'added_tokens'[{index}] is not a token with 'id' and 'content'")
-        if added["id"] < len(vocab):
-            raise fail(f"field 'added_tokens'[{index}] reuses the ordinary id {added['id']}")
-        special_tokens[added["content"]] = added["id"]
+        normalizer = _normalizer(record["normalizer"], "normalizer", fail, lossy)
+    steps: list[PreTokenizerStep] | None = None
+    byte_level = False
+    if record.get("pre_tokenizer") is not None:
+        steps, byte_level = _pre_tokenizer(record["pre_tokenizer"], "pre_tokenizer", fail)
+    decoder = None if record.get("decoder") is None else _decoder(record["decoder"], "decoder", fail)
+    core_split = _core_split(record.get("pre_tokenizer"))
+    if core_split is not None:
+        steps, core_pattern = core_split
+    else:
+        core_pattern = None
+
+    # token texts: the model's vocabulary, then added tokens beyond it
+    texts: dict[int, str] = {}
+    if model_type == "Unigram":
+        entries = model.get("vocab")
+        if not isinstance(entries, list):
+            raise fail("model.vocab is not a list of [piece, score]")
+        scores: dict[int, float] = {}
+        for index, entry in enumerate(entries):
+            if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str) and isinstance(entry[1], (int, float))):
+                raise fail(f"model.vocab[{index}] is {entry!r}, expected [piece, score]")
+            texts[index] = entry[0]
+            scores[index] = as_tokenizers_reads_it(float(entry[1]))
+    else:
+        raw_vocab = model.get("vocab")
+        if not isinstance(raw_vocab, dict):
+            raise fail("model.vocab is not an object")
+        for text, token_id in raw_vocab.items():
+            if isinstance(token_id, bool) or not isinstance(token_id, int) or token_id < 0 or token_id in texts:
+                raise fail(f"model.vocab[{text!r}] has id {token_id!r}; ids must be distinct non-negative integers")
+            texts[token_id] = text
+    model_size = len(texts)
+    added: list[dict[str, Any]] = []
+    for index, token in enumerate(record.get("added_tokens") or []):
+        if not isinstance(token, dict) or not isinstance(token.get("content"), str) or not token["content"] \
+                or isinstance(token.get("id"), bool) or not isinstance(token.get("id"), int) or token["id"] < 0:
+            raise fail(f"added_tokens[{index}] is not a token with an 'id' and a non-empty 'content'")
+        if token.get("single_word"):
+            raise fail(f"added_tokens[{index}] ({token['content']!r}) has single_word true, which is not supported")
+        if texts.setdefault(token["id"], token["content"]) != token["content"] and token["id"] >= model_size:
+            raise fail(f"added_tokens[{index}] reuses id {token['id']}")
+        added.append(token)
+    size = max(texts) + 1 if texts else 0
+    missing = next((token_id for token_id in range(size) if token_id not in texts), None)
+    if missing is not None:
+        raise fail(f"no token has id {missing}; ids must run from 0 without gaps")
+    token_texts = [texts[token_id] for token_id in range(size)]
+    # HF decodes an added token to its content (normalised if the token is matched normalised),
+    # even where the model's vocabulary has the id
+    decode_texts = list(token_texts)
+    for token in added:
+        normalized = token.get("normalized") and normalizer is not None
+        decode_texts[token["id"]] = normalizer(token["content"]) if normalized else token["content"]
+    if model.get("byte_fallback"):
+        # the spelling HF looks byte tokens up by: "<0x" two upper-case hex digits ">"
+        byte_tokens = [(int(text[3:5], 16), token_id) for token_id, text in enumerate(token_texts)
+                       if len(text) == 6 and _is_hex(text[3:5]) and text == f"<0x{int(text[3:5], 16):02X}>"]
+    else:
+        byte_tokens = []
+    byte_of = dict((token_id, byte) for byte, token_id in byte_tokens)
+    vocab: list[bytes] = []
+    for token_id, text in enumerate(token_texts):
+        if token_id in byte_of:
+            vocab.append(bytes([byte_of[token_id]]))
+        elif byte_level and token_id < model_size:
+            try:
+                vocab.append(from_byte_level(text))
+            except KeyError:
+                vocab.append(text.encode("utf-8"))
+        else:
+            vocab.append(text.encode("utf-8"))
+        if not vocab[-1]:
+            raise fail(f"token {token_id} is empty")
+    model_strings = [(vocab[token_id] if byte_level else texts[token_id].encode("utf-8"), token_id) for token_id in range(model_size)]
+
+    def unk_id(name: str | None) -> int | None:
+        if name is None:
+            return None
+        found = model.get("vocab", {}).get(name) if isinstance(model.get("vocab"), dict) else None
+        if found is None:
+            raise fail(f"model.unk_token {name!r} is not in model.vocab")
+        return found
+
+    components = {
+        "model": model_type,
+        "normalizer": _describe(record.get("normalizer"), "normalizers"),
+        "pre_tokenizer": _describe(record.get("pre_tokenizer"), "pretokenizers"),
+        "decoder": _describe(record.get("decoder"), "decoders"),
+    }
+    if model_type == "BPE":
+        for option in ("continuing_subword_prefix", "end_of_word_suffix"):
+            if model.get(option):
+                raise fail(f"model.{option} {model[option]!r} is not supported")
+        if model.get("dropout"):
+            raise fail("model.dropout is set; BPE dropout makes HF's ids random")
+        ids_of = {text: token_id for token_id, text in texts.items() if token_id < model_size}
+        merges = []
+        for index, merge in enumerate(model.get("merges") or []):
+            pair = merge.split(" ") if isinstance(merge, str) else merge
+            if not isinstance(pair, list) or len(pair) != 2:
+                raise fail(f"model.merges[{index}] is {merge!r}, expected two tokens")
+            left, right = ids_of.get(pair[0]), ids_of.get(pair[1])
+            merged = ids_of.get(pair[0] + pair[1]) if isinstance(pair[0], str) and isinstance(pair[1], str) else None
+            if left is None or right is None or merged is None:
+                raise fail(f"model.merges[{index}] ({merge!r}) names a token outside model.vocab")
+            merges.append((left, right, merged))
+        unk = unk_id(model.get("unk_token"))
+        if unk is not None:
+            lossy.append(f"characters outside the vocabulary become the unknown token {model['unk_token']!r}")
+        all_bytes = byte_level and all(bytes([byte]) in set(vocab[:model_size]) for byte in range(256))
+        if byte_level and all_bytes and not model.get("ignore_merges") and core_pattern is not None and not steps \
+                and normalizer is None and unk is None:
+            # the fast path: polytok's own merges segmenter, the regex in the core
+            pipeline = LoadedPipeline(kind="HF tokenizer.json", record=record, added=added, normalizer=None,
+                                      pre_tokenizer=None, decoder=decoder, token_texts=decode_texts,
+                                      segmenter_arguments={}, lossy=lossy, components=components)
+            pairs = [(left, right) for left, right, _ in merges]
+            return _build(vocab, "merges", core_pattern, pipeline, source, merges=pairs, algorithm="bpe")
+        arguments = dict(
+            pattern=core_pattern, tokens=vocab, strings=model_strings, merges=merges, byte_tokens=byte_tokens,
+            byte_fallback=bool(model.get("byte_fallback")), unk=unk, fuse_unk=bool(model.get("fuse_unk")),
+            byte_symbols=byte_level, ignore_merges=bool(model.get("ignore_merges")), merge_ranks=None,
+        )
+        segmenter = "char_merges"
+    elif model_type == "WordPiece":
+        unk = unk_id(model.get("unk_token", "[UNK]"))
+        if unk is None:
+            raise fail("model.unk_token is missing; a WordPiece model needs one for words it cannot cut")
+        prefix = model.get("continuing_subword_prefix", "##") or ""
+        max_chars = int(model.get("max_input_chars_per_word", 100))
+        lossy.append(f"words that cannot be cut, or longer than {max_chars} characters, become {model.get('unk_token', '[UNK]')!r}")
+        arguments = dict(pattern=core_pattern, tokens=vocab, strings=model_strings, continuation=prefix.encode("utf-8"),
+                         max_chars=max_chars, unk=unk)
+        segmenter = "char_longest_match"
+    else:
+        unk = model.get("unk_id")
+        if unk is not None and not (isinstance(unk, int) and 0 <= unk < model_size):
+            raise fail(f"model.unk_id {unk!r} is not an id of model.vocab")
+        if unk is not None:
+            lossy.append(f"characters outside the vocabulary become the unknown token {texts[unk]!r}")
+        lattice = [(texts[token_id].encode("utf-8"), token_id, scores[token_id]) for token_id in range(model_size)]
+        minimum = min(scores.values()) if scores else 0.0
+        arguments = dict(pattern=core_pattern, tokens=vocab, lattice=lattice, byte_tokens=byte_tokens, byte_fallback=bool(model.get("byte_fallback")),
+                         unk=unk, fuse_unk=True, unk_score=minimum - 10.0, single_precision=False)
+        segmenter = "char_viterbi"
+    pipeline = LoadedPipeline(kind="HF tokenizer.json", record=record, added=added, normalizer=normalizer,
+                              pre_tokenizer=steps,
+                              decoder=decoder, token_texts=decode_texts, segmenter_arguments=arguments,
+                              lossy=lossy, components=components)
+    marker = (model.get("continuing_subword_prefix", "##") or None) if model_type == "WordPiece" else None
+    return _build(vocab, segmenter, None, pipeline, source, continuation_marker=marker,
+                  algorithm={"BPE": "bpe", "WordPiece": "wordpiece", "Unigram": "unigram"}[model_type])
+
+
+_UINT64_MAX = 2**64 - 1
+_POWERS_OF_TEN = [float(f"1e{exponent}") for exponent in range(309)]
+
+
+def as_tokenizers_reads_it(score: float) -> float:
+    """The float `tokenizers` gets from the JSON text of `score`. Its JSON parser (serde_json
+    without exact float parsing) reads the decimal digits into a u64, converts that to f64 and
+    divides by a power of ten, which can be one unit in the last place off the correctly
+    rounded value; Unigram ties between equal-looking paths then break the other way. HF writes
+    the shortest round-trip digits, which is what repr gives back."""
+    text = repr(score)
+    if not all(char in "0123456789.-+eE" for char in text):
+        return score  # inf or nan: no JSON number
+    negative = text.startswith("-")
+    mantissa, _, exponent_text = text.lstrip("-").partition("e")
+    integer, _, fraction = mantissa.partition(".")
+    significand, exponent, overflowed = 0, int(exponent_text or 0), False
+    for position, digit in enumerate(integer + fraction):
+        value = int(digit)
+        if significand > (_UINT64_MAX - value) // 10:
+            if position < len(integer):
+                return score  # an integer part beyond u64: serde reads it another way; never a score
+            overflowed = True  # further fraction digits are ignored
+        if not overflowed:
+            significand = significand * 10 + value
+            exponent -= position >= len(integer)
+    result = float(significand)
+    while True:
+        if abs(exponent) < len(_POWERS_OF_TEN):
+            result = result * _POWERS_OF_TEN[exponent] if exponent >= 0 else result / _POWERS_OF_TEN[-exponent]
+            break
+        if result == 0.0:
+            break
+        result /= 1e308
+        exponent += 308
+    return -result if negative else result
+
+
+def _is_hex(text: str) -> bool:
+    return all(char in "0123456789abcdefABCDEF" for char in text)
+
+
+def _describe(node: Any, children: str) -> Any:
+    """A component tree's types, e.g. ["Split", "ByteLevel"] for a Sequence."""
+    if not isinstance(node, dict):
+        return None
+    if node.get("type") == "Sequence":
+        return [_describe(child, children) for child in node.get(children) or []]
+    return node.get("type")
+
+
+def _build(vocab: list[bytes], segmenter: str, pattern: str | None, pipeline: LoadedPipeline, source: str, **options: Any) -> Tokenizer:
     try:
-        return Tokenizer(vocab, segmenter="merges", pattern=pattern, special_tokens=special_tokens,
-                         merges=merges, algorithm="bpe")
-    except ConfigError as error:
+        return Tokenizer(vocab, segmenter=segmenter, pattern=pattern, pipeline=pipeline, **options)
+    except (ConfigError, PatternError) as error:
         raise FormatError(f"{source}: {error}") from None
 
 
-def _pattern_of(pre_tokenizer: Any, fail) -> str | None:
-    """The regex of a Split + ByteLevel(use_regex=False) pre-tokeniser, or GPT-2's for a
-    ByteLevel(use_regex=True) one (the regex HF's ByteLevel applies)."""
-    if isinstance(pre_tokenizer, dict) and pre_tokenizer.get("type") == "ByteLevel":
-        if pre_tokenizer.get("add_prefix_space"):
-            raise fail("the ByteLevel pre-tokeniser adds a prefix space")
-        return HF_BYTE_LEVEL_REGEX if pre_tokenizer.get("use_regex", True) else None
-    if isinstance(pre_tokenizer, dict) and pre_tokenizer.get("type") == "Sequence":
-        steps = pre_tokenizer.get("pretokenizers") or []
-        if (
-            len(steps) == 2
-            and steps[0].get("type") == "Split"
-            and steps[0].get("behavior") == "Isolated"
-            and not steps[0].get("invert")
-            and isinstance(steps[0].get("pattern"), dict)
-            and "Regex" in steps[0]["pattern"]
-            and steps[1].get("type") == "ByteLevel"
-            and not steps[1].get("use_regex", True)
-            and not steps[1].get("add_prefix_space")
-        ):
-            return steps[0]["pattern"]["Regex"]
-    raise fail("field 'pre_tokenizer' is not Split(regex, Isolated) + ByteLevel(use_regex=false)")
+def _core_constructor(name: str) -> Callable[[Tokenizer], Any]:
+    return lambda tokenizer: getattr(_core.Encoder, name)(**tokenizer.pipeline.segmenter_arguments)
+
+
+for _name in ("char_merges", "char_viterbi", "char_longest_match"):
+    register_segmenter(_name)(_core_constructor(_name))

@@ -1,0 +1,184 @@
+"""Text normalisers of loaded tokenisers, written to give exactly what their own libraries give:
+HF's Unicode forms, Lowercase, Replace, Prepend, Strip and BertNormalizer, and the precompiled
+character map that SentencePiece models (and HF's `Precompiled` normaliser) carry.
+
+A precompiled charsmap is a 4-byte little-endian trie size, then a double-array trie (darts-clone
+units of 4 bytes) over UTF-8 input, then the replacement strings, each ending in a NUL byte; a
+trie leaf's value is the offset of its replacement.
+"""
+from __future__ import annotations
+
+import struct
+import unicodedata
+from collections.abc import Callable
+
+import regex
+
+from polytok.errors import FormatError
+
+Normalizer = Callable[[str], str]
+
+# Rust's char::is_whitespace (the Unicode White_Space property), which HF's components use.
+WHITESPACE = frozenset(
+    "\t\n\x0b\x0c\r \x85\xa0\u1680\u2000\u2001\u2002\u2003\u2004\u2005\u2006\u2007\u2008\u2009"
+    "\u200a\u2028\u2029\u202f\u205f\u3000"
+)
+
+
+def unicode_form(form: str) -> Normalizer:
+    """NFC, NFD, NFKC or NFKD."""
+    return lambda text: unicodedata.normalize(form, text)
+
+
+def lowercase(text: str) -> str:
+    """HF's Lowercase: each character's full lower case on its own (no final-sigma rule, which
+    Python's str.lower applies to "Σ" and nothing else)."""
+    if "Σ" not in text:
+        return text.lower()
+    return "Σ".join(part.lower() for part in text.split("Σ")).replace("Σ", "σ")
+
+
+def replace(pattern: str, content: str, is_regex: bool) -> Normalizer:
+    """HF's Replace: every match of a string or (Oniguruma) regex becomes `content`."""
+    if not is_regex:
+        return lambda text: text.replace(pattern, content)
+    compiled = regex.compile(pattern)
+    return lambda text: compiled.sub(lambda match: content, text)
+
+
+def prepend(prefix: str) -> Normalizer:
+    """HF's Prepend: the prefix goes before any non-empty text."""
+    return lambda text: prefix + text if text else text
+
+
+def strip(left: bool, right: bool) -> Normalizer:
+    """HF's Strip: whitespace off either end."""
+    characters = "".join(WHITESPACE)
+    if left and right:
+        return lambda text: text.strip(characters)
+    if left:
+        return lambda text: text.lstrip(characters)
+    return lambda text: text.rstrip(characters) if right else text
+
+
+# BertNormalizer's character classes. HF counts Cc, Cf and Co (not unassigned code points) as
+# control characters, except tab, newline and carriage return, which are whitespace.
+_BERT_REMOVED = regex.compile(r"[\x00\ufffd]|(?![\t\n\r])[\p{Cc}\p{Cf}\p{Co}]")
+_BERT_WHITESPACE = regex.compile("[" + "".join(sorted(WHITESPACE)) + "]")
+_CHINESE = regex.compile(
+    "([\u4E00-\u9FFF\u3400-\u4DBF\U00020000-\U0002A6DF\U0002A700-\U0002B73F\U0002B740-\U0002B81F"
+    "\U0002B920-\U0002CEAF\uF900-\uFAFF\U0002F800-\U0002FA1F])"
+)
+_NONSPACING_MARK = regex.compile(r"\p{Mn}")
+
+
+def bert(clean_text: bool, handle_chinese_chars: bool, strip_accents: bool | None, lower: bool) -> Normalizer:
+    """HF's BertNormalizer: drop NUL, U+FFFD and control characters and turn whitespace into
+    spaces; put spaces around CJK ideographs; drop accents (after NFD); lowercase. Accents go
+    whenever lowercasing does unless `strip_accents` says otherwise."""
+    remove_accents = lower if strip_accents is None else strip_accents
+
+    def normalize(text: str) -> str:
+        if clean_text:
+            if not text.isascii() or not text.isprintable():
+                text = _BERT_REMOVED.sub("", text)
+            text = _BERT_WHITESPACE.sub(" ", text)
+        if handle_chinese_chars and not text.isascii():
+            text = _CHINESE.sub(r" \1 ", text)
+        if remove_accents and not text.isascii():
+            text = _NONSPACING_MARK.sub("", unicodedata.normalize("NFD", text))
+        if lower:
+            text = lowercase(text)
+        return text
+
+    return normalize
+
+
+def sequence(steps: list[Normalizer]) -> Normalizer:
+    """Each normaliser in turn."""
+
+    def normalize(text: str) -> str:
+        for step in steps:
+            text = step(text)
+        return text
+
+    return normalize
+
+
+class CharsMap:
+    """A precompiled charsmap read in Python, for HF's Precompiled normaliser (SentencePiece
+    models normalise in the core, src/segment/normalize.rs)."""
+
+    def __init__(self, blob: bytes, source: str):
+        if len(blob) < 4:
+            raise FormatError(f"{source}: the precompiled charsmap has {len(blob)} bytes, fewer than its 4-byte header")
+        (trie_size,) = struct.unpack_from("<I", blob)
+        if trie_size % 4 or 4 + trie_size > len(blob):
+            raise FormatError(f"{source}: the precompiled charsmap's trie size {trie_size} does not fit its {len(blob)} bytes")
+        self.units = struct.unpack_from(f"<{trie_size // 4}I", blob, 4)
+        self.strings = blob[4 + trie_size :]
+        self._cache: dict[bytes, bytes | None] = {}
+
+    def _replacement(self, offset: int) -> bytes:
+        end = self.strings.find(b"\x00", offset)
+        return self.strings[offset : end if end >= 0 else len(self.strings)]
+
+    def prefix_matches(self, data: bytes, start: int) -> list[tuple[int, int]]:
+        """(length, replacement offset) of every rule that is a prefix of data[start:], shortest first."""
+        units = self.units
+        if not units:
+            return []
+        found = []
+        position = 0
+        unit = units[0]
+        position ^= (unit >> 10) << ((unit & (1 << 9)) >> 6)
+        for index in range(start, len(data)):
+            byte = data[index]
+            position ^= byte
+            if position >= len(units):
+                break
+            unit = units[position]
+            if (unit & ((1 << 31) | 0xFF)) != byte:
+                break
+            position ^= (unit >> 10) << ((unit & (1 << 9)) >> 6)
+            if (unit >> 8) & 1:
+                if position >= len(units):
+                    break
+                found.append((index + 1 - start, units[position] & ((1 << 31) - 1)))
+        return found
+
+    def first_rule(self, chunk: str) -> bytes | None:
+        """The replacement of the shortest rule that is a prefix of `chunk` (HF's lookup)."""
+        data = chunk.encode("utf-8")
+        if data not in self._cache:
+            if len(self._cache) > 100_000:  # distinct graphemes seen; bounded for hostile input
+                self._cache.clear()
+            matches = self.prefix_matches(data, 0)
+            self._cache[data] = self._replacement(matches[0][1]) if matches else None
+        return self._cache[data]
+
+
+_GRAPHEME = regex.compile(r"\X")
+
+
+def precompiled(blob: bytes, source: str) -> Normalizer:
+    """HF's Precompiled normaliser: each grapheme shorter than 6 bytes is replaced by the rule
+    its bytes start with, if any; otherwise each of its characters is."""
+    charsmap = CharsMap(blob, source)
+    if not charsmap.units:
+        return lambda text: text
+
+    def normalize(text: str) -> str:
+        out = []
+        for grapheme in _GRAPHEME.findall(text):
+            if len(grapheme.encode("utf-8")) < 6:
+                rule = charsmap.first_rule(grapheme)
+                if rule is not None:
+                    out.append(rule.decode("utf-8", "replace"))
+                    continue
+            for char in grapheme:
+                rule = charsmap.first_rule(char)
+                out.append(char if rule is None else rule.decode("utf-8", "replace"))
+        return "".join(out)
+
+    return normalize

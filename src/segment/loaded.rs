@@ -1,0 +1,678 @@
+//! Segmenters for tokenisers loaded from other libraries' files (HF tokenizer.json, SentencePiece
+//! .model). Their vocabularies are character strings, not bytes: a word starts as its UTF-8
+//! characters, a character outside the vocabulary becomes its `<0xXX>` byte tokens (byte
+//! fallback) or the unknown token, and the rules follow the original libraries exactly:
+//! - `CharMerges` (HF BPE and SentencePiece BPE): repeatedly join the adjacent pair of lowest
+//!   rank, leftmost first;
+//! - `CharViterbi` (Unigram): the segmentation of highest total score; a character no token
+//!   starts with costs the unknown score; earlier candidates win ties;
+//! - `CharLongestMatch` (WordPiece): the longest vocabulary prefix, then the longest
+//!   continuation (with the `##` marker), and the whole word is unknown if a step finds nothing.
+//!
+//! Each word arrives as the UTF-8 bytes of one pre-token; bytes that are not UTF-8 count as
+//! one-byte characters (they can only reach the vocabulary through byte fallback).
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+use rustc_hash::FxHashMap;
+
+use super::encoder::Encoder;
+use super::Segmenter;
+
+const NONE: u32 = u32::MAX;
+
+/// The byte length of the character starting at `text[at]` (1 for a byte that starts none).
+/// The byte length of the character whose first byte is `lead`, in valid UTF-8.
+#[inline]
+fn valid_char_len(lead: u8) -> usize {
+    match lead {
+        0x00..=0x7f => 1,
+        0xc0..=0xdf => 2,
+        0xe0..=0xef => 3,
+        _ => 4,
+    }
+}
+
+#[inline]
+fn char_len(text: &[u8], at: usize) -> usize {
+    let len = match text[at] {
+        0x00..=0x7f => return 1,
+        0xc2..=0xdf => 2,
+        0xe0..=0xef => 3,
+        0xf0..=0xf4 => 4,
+        _ => return 1,
+    };
+    if at + len <= text.len() && std::str::from_utf8(&text[at..at + len]).is_ok() {
+        len
+    } else {
+        1
+    }
+}
+
+/// What becomes of characters outside the vocabulary: their byte tokens, else the unknown token.
+struct Unknowns {
+    /// `<0xXX>` token of each byte, NONE where the vocabulary has none.
+    byte_ids: [u32; 256],
+    byte_fallback: bool,
+    unk: Option<u32>,
+    /// Consecutive unknown characters become one unknown token.
+    fuse_unk: bool,
+}
+
+impl Unknowns {
+    fn new(byte_tokens: &[(u8, u32)], byte_fallback: bool, unk: Option<u32>, fuse_unk: bool) -> Self {
+        let mut byte_ids = [NONE; 256];
+        for &(byte, id) in byte_tokens {
+            byte_ids[byte as usize] = id;
+        }
+        Unknowns { byte_ids, byte_fallback, unk, fuse_unk }
+    }
+
+    /// The byte tokens of `text`, if byte fallback is on and every byte has one.
+    fn bytes_of(&self, text: &[u8]) -> Option<Vec<u32>> {
+        if !self.byte_fallback {
+            return None;
+        }
+        text.iter().map(|&b| Some(self.byte_ids[b as usize]).filter(|&id| id != NONE)).collect()
+    }
+}
+
+/// A token map from strings to (id, score), with the longest key length for prefix searches.
+#[derive(Default)]
+struct Strings {
+    ids: FxHashMap<Box<[u8]>, (u32, f64)>,
+    longest: usize,
+}
+
+impl Strings {
+    fn insert(&mut self, text: &[u8], id: u32, score: f64) {
+        self.longest = self.longest.max(text.len());
+        self.ids.entry(text.into()).or_insert((id, score));
+    }
+
+    #[inline]
+    fn get(&self, text: &[u8]) -> Option<(u32, f64)> {
+        self.ids.get(text).copied()
+    }
+}
+
+/// A byte trie of the lattice strings: walking a word from a start position visits every token
+/// that starts there, shortest first, and stops as soon as no token continues. It is a double
+/// array: the child of slot `s` by byte `b` is slot `base(s) + b` if that slot's parent is `s`,
+/// so a step is one load of one small slot (the walk is bound by memory latency).
+struct Trie {
+    slots: Vec<TrieSlot>,
+    /// (id, score) of the tokens, indexed by `TrieSlot::token`.
+    tokens: Vec<(u32, f64)>,
+}
+
+#[derive(Clone, Copy)]
+struct TrieSlot {
+    /// The slot this one is a child of (NONE: free; the root is its own parent).
+    parent: u32,
+    /// Where this slot's children start (child by byte b: base + b).
+    base: u32,
+    /// Index into `tokens`, or NONE if no token ends here.
+    token: u32,
+}
+
+const FREE: TrieSlot = TrieSlot { parent: NONE, base: 0, token: NONE };
+
+impl Trie {
+    fn new(entries: &[(Vec<u8>, u32, f64)]) -> Self {
+        // First a plain trie (node -> sorted children), then each node's children are placed in
+        // the double array at the lowest base where all their slots are free.
+        let mut children: Vec<Vec<(u8, u32)>> = vec![Vec::new()];
+        let mut token_of: Vec<u32> = vec![NONE];
+        let mut tokens: Vec<(u32, f64)> = Vec::new();
+        for (text, id, score) in entries {
+            let mut node = 0usize;
+            for &byte in text {
+                node = match children[node].iter().find(|&&(b, _)| b == byte) {
+                    Some(&(_, child)) => child as usize,
+                    None => {
+                        let child = children.len();
+                        children[node].push((byte, child as u32));
+                        children.push(Vec::new());
+                        token_of.push(NONE);
+                        child
+                    }
+                };
+            }
+            // The first of two equal strings keeps its id, as a string -> id table would.
+            if token_of[node] == NONE {
+                token_of[node] = tokens.len() as u32;
+                tokens.push((*id, *score));
+            }
+        }
+        let mut slots = vec![TrieSlot { parent: 0, base: 0, token: token_of[0] }];
+        let mut slot_of = vec![0u32; children.len()];
+        let mut first_free = 1usize;
+        let mut queue = std::collections::VecDeque::from([0usize]);
+        while let Some(node) = queue.pop_front() {
+            let kids = &children[node];
+            if kids.is_empty() {
+                continue;
+            }
+            while first_free < slots.len() && slots[first_free].parent != NONE {
+                first_free += 1;
+            }
+            let lowest = kids.iter().map(|&(b, _)| b as usize).min().unwrap();
+            let mut base = first_free.saturating_sub(lowest).max(1);
+            while kids.iter().any(|&(b, _)| slots.get(base + b as usize).is_some_and(|slot| slot.parent != NONE)) {
+                base += 1;
+            }
+            let parent = slot_of[node];
+            slots[parent as usize].base = base as u32;
+            for &(byte, child) in kids {
+                let slot = base + byte as usize;
+                if slot >= slots.len() {
+                    slots.resize(slot + 1, FREE);
+                }
+                slots[slot] = TrieSlot { parent, base: 0, token: token_of[child as usize] };
+                slot_of[child as usize] = slot as u32;
+                queue.push_back(child as usize);
+            }
+        }
+        // Room for any byte after the last base, so a lookup never runs off the end.
+        slots.resize(slots.len() + 256, FREE);
+        Trie { slots, tokens }
+    }
+
+    #[inline]
+    fn child(&self, slot: u32, byte: u8) -> Option<u32> {
+        let base = self.slots[slot as usize].base;
+        if base == 0 {
+            return None;
+        }
+        let next = base + byte as u32;
+        (self.slots[next as usize].parent == slot).then_some(next)
+    }
+
+    /// The (id, score) of the token ending at `slot`, if one does.
+    #[inline]
+    fn token(&self, slot: u32) -> Option<(u32, f64)> {
+        let token = self.slots[slot as usize].token;
+        (token != NONE).then(|| self.tokens[token as usize])
+    }
+}
+
+// ---- BPE -----------------------------------------------------------------------------------
+
+/// BPE on characters: pair (left id, right id) -> (rank, merged id).
+pub struct CharMerges {
+    tokens: Strings,
+    /// The tokens that are one symbol (a character, or a byte with `byte_symbols`), by
+    /// `symbol_key`: the lookup every symbol of every word makes.
+    symbols: FxHashMap<u64, u32>,
+    /// Symbols are single bytes (byte-level vocabularies) instead of characters.
+    byte_symbols: bool,
+    /// A word that is itself a token is that token, whatever the merges say (HF's ignore_merges).
+    ignore_merges: bool,
+    pairs: FxHashMap<u64, (u32, u32)>,
+    unknowns: Unknowns,
+}
+
+/// A symbol of at most 4 bytes packed into an integer, with its length (so "a" and "a\0" differ).
+#[inline]
+fn symbol_key(symbol: &[u8]) -> u64 {
+    let mut packed = [0u8; 4];
+    packed[..symbol.len()].copy_from_slice(symbol);
+    u32::from_le_bytes(packed) as u64 | (symbol.len() as u64) << 32
+}
+
+/// The tokens of `entries` that are one symbol: one byte, or one UTF-8 character.
+fn symbol_ids(entries: &[(Vec<u8>, u32, f64)], byte_symbols: bool) -> FxHashMap<u64, u32> {
+    let mut symbols = FxHashMap::default();
+    for (text, id, _) in entries {
+        let one = if byte_symbols { text.len() == 1 } else { !text.is_empty() && char_len(text, 0) == text.len() };
+        if one {
+            symbols.entry(symbol_key(text)).or_insert(*id);
+        }
+    }
+    symbols
+}
+
+impl CharMerges {
+    /// The first symbols of a word (HF's rule): each character's token, else its byte tokens,
+    /// else the unknown token (fused with a preceding unknown if `fuse_unk`), else nothing.
+    fn initial_symbols(&self, word: &[u8], ids: &mut Vec<u32>) {
+        let mut pending_unk = false;
+        let mut at = 0;
+        while at < word.len() {
+            let len = if self.byte_symbols { 1 } else { char_len(word, at) };
+            let character = &word[at..at + len];
+            at += len;
+            if let Some(&id) = self.symbols.get(&symbol_key(character)) {
+                if pending_unk {
+                    ids.push(self.unknowns.unk.unwrap_or(NONE));
+                    pending_unk = false;
+                }
+                ids.push(id);
+            } else if let Some(bytes) = self.unknowns.bytes_of(character) {
+                ids.extend(bytes);
+            } else if let Some(unk) = self.unknowns.unk {
+                if pending_unk && !self.unknowns.fuse_unk {
+                    ids.push(unk);
+                }
+                pending_unk = true;
+            }
+        }
+        if pending_unk {
+            ids.push(self.unknowns.unk.unwrap_or(NONE));
+        }
+    }
+
+    #[inline]
+    fn join(&self, left: u32, right: u32) -> (u32, u32) {
+        self.pairs.get(&(((left as u64) << 32) | right as u64)).copied().unwrap_or((NONE, NONE))
+    }
+}
+
+impl Segmenter for CharMerges {
+    fn segment(&self, word: &[u8], out: &mut Vec<u32>) {
+        if self.ignore_merges {
+            if let Some((id, _)) = self.tokens.get(word) {
+                out.push(id);
+                return;
+            }
+        }
+        let mut ids = Vec::with_capacity(word.len());
+        self.initial_symbols(word, &mut ids);
+        let n = ids.len();
+        if n < 2 {
+            out.extend(ids);
+            return;
+        }
+        // A linked list of symbols and a heap of candidate pairs (rank, position); entries made
+        // stale by a merge are recognised on pop because the pair at that position changed.
+        let mut next: Vec<usize> = (1..=n).collect();
+        let mut prev: Vec<usize> = (0..n).map(|i| i.wrapping_sub(1)).collect();
+        let mut alive = vec![true; n];
+        let mut heap = BinaryHeap::with_capacity(n);
+        for i in 0..n - 1 {
+            let (rank, _) = self.join(ids[i], ids[i + 1]);
+            if rank != NONE {
+                heap.push(Reverse((rank, i)));
+            }
+        }
+        while let Some(Reverse((rank, i))) = heap.pop() {
+            if !alive[i] || next[i] >= n {
+                continue;
+            }
+            let right = next[i];
+            let (current_rank, merged) = self.join(ids[i], ids[right]);
+            if current_rank != rank {
+                continue;
+            }
+            ids[i] = merged;
+            alive[right] = false;
+            next[i] = next[right];
+            if next[i] < n {
+                prev[next[i]] = i;
+            }
+            if next[i] < n {
+                let (rank, _) = self.join(ids[i], ids[next[i]]);
+                if rank != NONE {
+                    heap.push(Reverse((rank, i)));
+                }
+            }
+            if i > 0 && prev[i] < n {
+                let left = prev[i];
+                let (rank, _) = self.join(ids[left], ids[i]);
+                if rank != NONE {
+                    heap.push(Reverse((rank, left)));
+                }
+            }
+        }
+        let mut i = 0;
+        while i < n {
+            out.push(ids[i]);
+            i = next[i];
+        }
+    }
+}
+
+// ---- Unigram -------------------------------------------------------------------------------
+
+/// Unigram's best segmentation over the lattice of vocabulary strings.
+pub struct CharViterbi {
+    lattice: Trie,
+    unknowns: Unknowns,
+    unk_score: f64,
+    /// Path scores are summed in f32, as SentencePiece does (HF sums in f64); equal-looking
+    /// paths can differ in the last bit, and that decides ties.
+    single_precision: bool,
+}
+
+#[derive(Clone, Copy)]
+struct Best {
+    score: f64,
+    start: usize,
+    id: u32,
+}
+
+impl CharViterbi {
+    #[inline]
+    fn add(&self, path: f64, score: f64) -> f64 {
+        if self.single_precision {
+            (path as f32 + score as f32) as f64
+        } else {
+            path + score
+        }
+    }
+}
+
+impl Segmenter for CharViterbi {
+    fn segment(&self, word: &[u8], out: &mut Vec<u32>) {
+        // Valid UTF-8 (nearly always) lets a character's length come from its first byte alone.
+        let valid = std::str::from_utf8(word).is_ok();
+        let char_len = |at: usize| if valid { valid_char_len(word[at]) } else { char_len(word, at) };
+        let n = word.len();
+        let unset = Best { score: 0.0, start: usize::MAX, id: NONE };
+        let mut best = vec![unset; n + 1];
+        best[0].start = 0;
+        let mut start = 0;
+        while start < n {
+            let so_far = best[start].score;
+            let first_len = char_len(start);
+            let mut has_single_character = false;
+            // Candidates in order of length, as the trie's prefix search yields them; only
+            // strings that end on a character boundary count.
+            let mut node = 0u32;
+            let mut end = start;
+            let mut next_boundary = start + first_len;
+            while end < n {
+                let Some(child) = self.lattice.child(node, word[end]) else { break };
+                node = child;
+                end += 1;
+                if end < next_boundary {
+                    continue;
+                }
+                if end < n {
+                    next_boundary = end + char_len(end);
+                }
+                if let Some((id, score)) = self.lattice.token(node) {
+                    let candidate = self.add(so_far, score);
+                    let target = &mut best[end];
+                    if target.start == usize::MAX || candidate > target.score {
+                        *target = Best { score: candidate, start, id };
+                    }
+                    has_single_character |= end - start == first_len;
+                }
+            }
+            if !has_single_character {
+                let candidate = self.add(so_far, self.unk_score);
+                let target = &mut best[start + first_len];
+                if target.start == usize::MAX || candidate > target.score {
+                    *target = Best { score: candidate, start, id: NONE };
+                }
+            }
+            start += first_len;
+        }
+        // Back from the end; NONE marks an unknown span.
+        let mut path: Vec<(usize, usize, u32)> = Vec::new();
+        let mut end = n;
+        while end > 0 {
+            let node = best[end];
+            path.push((node.start, end, node.id));
+            end = node.start;
+        }
+        path.reverse();
+        let mut i = 0;
+        while i < path.len() {
+            let (start, mut end, id) = path[i];
+            i += 1;
+            if id != NONE {
+                out.push(id);
+                continue;
+            }
+            if self.unknowns.fuse_unk {
+                while i < path.len() && path[i].2 == NONE {
+                    end = path[i].1;
+                    i += 1;
+                }
+            }
+            match self.unknowns.bytes_of(&word[start..end]) {
+                Some(bytes) => out.extend(bytes),
+                None => out.push(self.unknowns.unk.unwrap_or(NONE)),
+            }
+        }
+    }
+}
+
+// ---- WordPiece -----------------------------------------------------------------------------
+
+/// WordPiece's greedy longest match, with a continuation marker and one unknown token per word
+/// that cannot be cut or has more than `max_chars` characters.
+pub struct CharLongestMatch {
+    tokens: Strings,
+    continuation: Vec<u8>,
+    max_chars: usize,
+    unk: u32,
+}
+
+impl Segmenter for CharLongestMatch {
+    fn segment(&self, word: &[u8], out: &mut Vec<u32>) {
+        let mut boundaries = vec![0];
+        let mut at = 0;
+        while at < word.len() {
+            at += char_len(word, at);
+            boundaries.push(at);
+        }
+        if boundaries.len() - 1 > self.max_chars {
+            out.push(self.unk);
+            return;
+        }
+        let mark = out.len();
+        let mut key = Vec::new();
+        let mut first = 0;
+        while first + 1 < boundaries.len() {
+            let mut found = None;
+            for last in (first + 1..boundaries.len()).rev() {
+                key.clear();
+                if first > 0 {
+                    key.extend_from_slice(&self.continuation);
+                }
+                key.extend_from_slice(&word[boundaries[first]..boundaries[last]]);
+                if let Some((id, _)) = self.tokens.get(&key) {
+                    found = Some((id, last));
+                    break;
+                }
+            }
+            match found {
+                Some((id, last)) => {
+                    out.push(id);
+                    first = last;
+                }
+                None => {
+                    out.truncate(mark);
+                    out.push(self.unk);
+                    return;
+                }
+            }
+        }
+    }
+}
+
+// ---- Python constructors ---------------------------------------------------------------------
+
+fn strings(entries: &[(Vec<u8>, u32, f64)]) -> Strings {
+    let mut map = Strings::default();
+    for (text, id, score) in entries {
+        map.insert(text, *id, *score);
+    }
+    map
+}
+
+#[pymethods]
+impl Encoder {
+    /// Character-level BPE. `tokens[i]` are the bytes id i decodes to; `strings` are the
+    /// (text, id) pairs a character or merge result is looked up by; `merges[k] = (left, right,
+    /// merged)` has rank k; `byte_tokens` are (byte, id) of the `<0xXX>` tokens. With
+    /// `byte_symbols` a word starts as single bytes; `pattern` pre-tokenises in the core.
+    /// `merge_ranks[k]`, when given, is merge k's rank instead of k (equal ranks: leftmost first).
+    #[staticmethod]
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (pattern, tokens, strings, merges, byte_tokens, byte_fallback, unk, fuse_unk, byte_symbols, ignore_merges, merge_ranks))]
+    fn char_merges(
+        pattern: Option<&str>,
+        tokens: Vec<Vec<u8>>,
+        strings: Vec<(Vec<u8>, u32)>,
+        merges: Vec<(u32, u32, u32)>,
+        byte_tokens: Vec<(u8, u32)>,
+        byte_fallback: bool,
+        unk: Option<u32>,
+        fuse_unk: bool,
+        byte_symbols: bool,
+        ignore_merges: bool,
+        merge_ranks: Option<Vec<u32>>,
+    ) -> PyResult<Self> {
+        if merge_ranks.as_ref().is_some_and(|ranks| ranks.len() != merges.len()) {
+            return Err(PyValueError::new_err("one rank per merge is needed"));
+        }
+        let mut pairs = FxHashMap::default();
+        for (index, &(left, right, merged)) in merges.iter().enumerate() {
+            let rank = merge_ranks.as_ref().map_or(index as u32, |ranks| ranks[index]);
+            // The first of two equal merges wins, as in a rank table built from the list.
+            pairs.entry(((left as u64) << 32) | right as u64).or_insert((rank, merged));
+        }
+        let entries: Vec<(Vec<u8>, u32, f64)> = strings.into_iter().map(|(t, id)| (t, id, 0.0)).collect();
+        let segmenter = CharMerges {
+            tokens: self::strings(&entries),
+            symbols: symbol_ids(&entries, byte_symbols),
+            byte_symbols,
+            ignore_merges,
+            pairs,
+            unknowns: Unknowns::new(&byte_tokens, byte_fallback, unk, fuse_unk),
+        };
+        Ok(Encoder::from_parts(pattern, Box::new(segmenter), tokens, Vec::new())?)
+    }
+
+    /// Unigram (`pattern`: the pre-tokeniser regex run in the core, if any): `lattice` holds the (text, id, score) entries a word can be cut into;
+    /// `unk_score` is the score of an unknown character; `single_precision` sums scores in f32.
+    #[staticmethod]
+    #[allow(clippy::too_many_arguments)]
+    #[pyo3(signature = (pattern, tokens, lattice, byte_tokens, byte_fallback, unk, fuse_unk, unk_score, single_precision))]
+    fn char_viterbi(
+        pattern: Option<&str>,
+        tokens: Vec<Vec<u8>>,
+        lattice: Vec<(Vec<u8>, u32, f64)>,
+        byte_tokens: Vec<(u8, u32)>,
+        byte_fallback: bool,
+        unk: Option<u32>,
+        fuse_unk: bool,
+        unk_score: f64,
+        single_precision: bool,
+    ) -> PyResult<Self> {
+        if !unk_score.is_finite() {
+            return Err(PyValueError::new_err("the unknown score must be finite"));
+        }
+        let segmenter = CharViterbi {
+            lattice: Trie::new(&lattice),
+            unknowns: Unknowns::new(&byte_tokens, byte_fallback, unk, fuse_unk),
+            unk_score,
+            single_precision,
+        };
+        Ok(Encoder::from_parts(pattern, Box::new(segmenter), tokens, Vec::new())?)
+    }
+
+    /// WordPiece (`pattern` as for Unigram): (text, id) `strings` include the continuation forms (e.g. "##ing").
+    #[staticmethod]
+    #[pyo3(signature = (pattern, tokens, strings, continuation, max_chars, unk))]
+    fn char_longest_match(
+        pattern: Option<&str>,
+        tokens: Vec<Vec<u8>>,
+        strings: Vec<(Vec<u8>, u32)>,
+        continuation: Vec<u8>,
+        max_chars: usize,
+        unk: u32,
+    ) -> PyResult<Self> {
+        let entries: Vec<(Vec<u8>, u32, f64)> = strings.into_iter().map(|(t, id)| (t, id, 0.0)).collect();
+        let segmenter = CharLongestMatch { tokens: self::strings(&entries), continuation, max_chars, unk };
+        Ok(Encoder::from_parts(pattern, Box::new(segmenter), tokens, Vec::new())?)
+    }
+
+    /// The ids of pre-tokenised words given back to back: `data` cut at `lengths`.
+    fn encode_words(&self, py: Python<'_>, data: &[u8], lengths: Vec<usize>) -> PyResult<Vec<u32>> {
+        if lengths.iter().sum::<usize>() != data.len() {
+            return Err(PyValueError::new_err("the word lengths do not add up to the data"));
+        }
+        Ok(py.detach(|| {
+            let mut out = Vec::with_capacity(data.len() / 2);
+            let mut start = 0;
+            for length in lengths {
+                if length > 0 {
+                    self.encode_ordinary_into(&data[start..start + length], &mut out);
+                }
+                start += length;
+            }
+            out
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn char_merges_replays_by_rank_and_falls_back_to_bytes() {
+        let entries: Vec<(Vec<u8>, u32, f64)> =
+            ["a", "b", "ab", "abb"].iter().enumerate().map(|(id, text)| (text.as_bytes().to_vec(), id as u32, 0.0)).collect();
+        let mut pairs = FxHashMap::default();
+        pairs.insert((0u64 << 32) | 1, (0, 2)); // a b -> ab
+        pairs.insert((2u64 << 32) | 1, (1, 3)); // ab b -> abb
+        let segmenter = CharMerges {
+            tokens: strings(&entries),
+            symbols: symbol_ids(&entries, false),
+            byte_symbols: false,
+            ignore_merges: false,
+            pairs,
+            unknowns: Unknowns::new(&[(0xc3, 10), (0xa9, 11)], true, Some(9), true),
+        };
+        let mut out = Vec::new();
+        segmenter.segment("abbaéb".as_bytes(), &mut out);
+        assert_eq!(out, vec![3, 0, 10, 11, 1]);
+    }
+
+    /// The double-array trie finds exactly the vocabulary strings that prefix each suffix.
+    #[test]
+    fn trie_walks_find_every_prefix_token() {
+        let words = ["a", "ab", "abc", "b", "bca", "\u{2581}the", "\u{2581}", "é", "éa", "zz", "\u{4e2d}\u{6587}"];
+        let entries: Vec<(Vec<u8>, u32, f64)> =
+            words.iter().enumerate().map(|(id, w)| (w.as_bytes().to_vec(), id as u32, -(id as f64))).collect();
+        let trie = Trie::new(&entries);
+        let text = "abcabé\u{2581}theéazz\u{4e2d}\u{6587}bca".as_bytes();
+        for start in 0..text.len() {
+            let mut found = Vec::new();
+            let mut slot = 0u32;
+            for end in start..text.len() {
+                let Some(next) = trie.child(slot, text[end]) else { break };
+                slot = next;
+                if let Some((id, _)) = trie.token(slot) {
+                    found.push(id);
+                }
+            }
+            let expected: Vec<u32> = (start + 1..=text.len())
+                .filter_map(|end| words.iter().position(|w| w.as_bytes() == &text[start..end]).map(|id| id as u32))
+                .collect();
+            assert_eq!(found, expected, "start {start}");
+        }
+    }
+
+    #[test]
+    fn longest_match_gives_one_unknown_for_an_uncuttable_word() {
+        let mut tokens = Strings::default();
+        for (id, text) in ["un", "##able", "##a", "x"].iter().enumerate() {
+            tokens.insert(text.as_bytes(), id as u32, 0.0);
+        }
+        let segmenter = CharLongestMatch { tokens, continuation: b"##".to_vec(), max_chars: 100, unk: 99 };
+        let mut out = Vec::new();
+        segmenter.segment(b"unable", &mut out);
+        segmenter.segment(b"unabz", &mut out);
+        assert_eq!(out, vec![0, 1, 99]);
+    }
+}

@@ -1,0 +1,121 @@
+"""Reading SentencePiece .model files: models trained here with `sentencepiece` (unigram and BPE,
+byte fallback on and off, the nmt_nfkc and identity normalisers, user-defined pieces, the
+whitespace options) load in polytok without the sentencepiece package and give the ids and the
+decoded text `SentencePieceProcessor` gives; corrupt and unsupported files raise FormatError."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import polytok
+from polytok.errors import FormatError
+from polytok.formats.sentencepiece import parse_message, read_model
+
+spm = pytest.importorskip("sentencepiece")
+
+DATA = Path(__file__).parent.parent / "data"
+
+
+def _lines() -> tuple[list[str], list[str]]:
+    train, held = [], []
+    for path in sorted(DATA.glob("*.txt")):
+        lines = path.read_text(encoding="utf-8").splitlines()
+        train += lines[::2]
+        held += lines[1::2]
+    return train, held
+
+
+TRAIN, HELD_OUT = _lines()
+
+# name -> trainer options
+MODELS = {
+    "unigram-nfkc": dict(model_type="unigram", vocab_size=800),
+    "unigram-identity-bytes": dict(model_type="unigram", vocab_size=1000, byte_fallback=True, normalization_rule_name="identity"),
+    "unigram-user-defined": dict(model_type="unigram", vocab_size=700, user_defined_symbols=["<sep>", "foo"],
+                                 add_dummy_prefix=False, remove_extra_whitespaces=False),
+    "bpe-nfkc-bytes": dict(model_type="bpe", vocab_size=1000, byte_fallback=True),
+    "bpe-identity": dict(model_type="bpe", vocab_size=600, normalization_rule_name="identity", character_coverage=0.98),
+    "bpe-user-defined": dict(model_type="bpe", vocab_size=700, user_defined_symbols=["<sep>", "foo"], byte_fallback=True,
+                             remove_extra_whitespaces=False, normalization_rule_name="nfkc_cf"),
+}
+
+
+@pytest.fixture(scope="module")
+def pairs(tmp_path_factory) -> dict[str, tuple[object, polytok.Tokenizer, Path]]:
+    """name -> (SentencePieceProcessor, polytok's tokeniser, the model file)."""
+    tmp = tmp_path_factory.mktemp("spm")
+    corpus = tmp / "train.txt"
+    corpus.write_text("\n".join(TRAIN), encoding="utf-8")
+    out = {}
+    for name, options in MODELS.items():
+        options = {"character_coverage": 0.995, **options}
+        spm.SentencePieceTrainer.train(input=str(corpus), model_prefix=str(tmp / name), minloglevel=2, num_threads=1, **options)
+        path = tmp / f"{name}.model"
+        out[name] = (spm.SentencePieceProcessor(model_file=str(path)), polytok.load(path), path)
+    return out
+
+
+HOSTILE = [
+    "", " ", "   ", "\n", "Hello  world!! x", "  leading and trailing  ", "ＡＢＣ① ﬁ ㍿", "e\u0301 é", "中文字符 和 日本語",
+    "🙂🙂 👩‍👩‍👧", "<sep>a<sep> b foo", "foofoo", "<s> </s> <unk>", "▁▁ ▁x", "\t\ttab\u3000ideographic", "\x00\x01\x7f",
+    "x" * 300, "1234567890", "İstanbul ΑΣ", "\u200b\u00ad soft", "a\u0000b", "▁", "a▁", "a ▁ ",
+]
+
+
+@pytest.mark.parametrize("name", list(MODELS))
+def test_ids_and_text_equal_sentencepiece(pairs, name):
+    processor, ours, _ = pairs[name]
+    for text in HELD_OUT[::2] + HOSTILE + ["\n".join(HELD_OUT[:100])]:
+        expected = processor.encode(text)
+        assert ours.encode(text) == expected, text
+        assert ours.decode(expected) == processor.decode(expected), text
+
+
+ALPHABET = st.characters(codec="utf-8", exclude_categories=("Cs",))
+
+
+@settings(max_examples=200, deadline=None)
+@given(text=st.text(ALPHABET, max_size=40) | st.lists(st.sampled_from(HOSTILE[:16] + ["the", " of", "."]), max_size=6).map("".join),
+       name=st.sampled_from(list(MODELS)))
+def test_ids_and_text_equal_sentencepiece_on_arbitrary_text(pairs, text, name):
+    processor, ours, _ = pairs[name]
+    expected = processor.encode(text)
+    assert ours.encode(text) == expected
+    assert ours.decode(expected) == processor.decode(expected)
+
+
+def test_model_fields_are_read(pairs):
+    processor, ours, path = pairs["bpe-user-defined"]
+    spec = read_model(path.read_bytes(), "model")
+    assert spec["model_type"] == 2 and spec["byte_fallback"] and not spec["remove_extra_whitespaces"]
+    assert spec["add_dummy_prefix"] and spec["escape_whitespaces"] and spec["normalizer_name"] == "nfkc_cf"
+    assert [piece for piece, _, _ in spec["pieces"]] == [processor.id_to_piece(i) for i in range(processor.get_piece_size())]
+    assert [score for _, score, _ in spec["pieces"]] == pytest.approx([processor.get_score(i) for i in range(processor.get_piece_size())])
+    info = ours.info()
+    assert info["loaded_from"] == "SentencePiece model" and info["algorithm"] == "bpe"
+    assert any("nfkc_cf" in line for line in info["lossy"])
+    _, identity, _ = pairs["unigram-identity-bytes"]
+    assert all("outside the vocabulary" not in line for line in identity.info()["lossy"])  # byte fallback loses nothing
+
+
+def test_truncated_and_corrupt_models_raise_format_error(pairs, tmp_path):
+    _, _, path = pairs["unigram-nfkc"]
+    data = path.read_bytes()
+    broken = tmp_path / "broken.model"
+    for damaged in [data[: len(data) // 2], data[:3], b"\x0a\xff\xff\xff\xff\xff\xff\xff\xff\xff\xff", b"\x0a\x05\x0f\x00"]:
+        broken.write_bytes(damaged)
+        with pytest.raises(FormatError):
+            polytok.load(broken)
+    with pytest.raises(FormatError, match="protobuf"):
+        parse_message(b"\x0b", "x")
+
+
+def test_unsupported_model_type_is_named(tmp_path):
+    corpus = tmp_path / "train.txt"
+    corpus.write_text("\n".join(TRAIN[:300]), encoding="utf-8")
+    spm.SentencePieceTrainer.train(input=str(corpus), model_prefix=str(tmp_path / "word"), vocab_size=300, model_type="word", minloglevel=2)
+    with pytest.raises(FormatError, match="'word'"):
+        polytok.load_sentencepiece(tmp_path / "word.model")
