@@ -35,6 +35,9 @@ pub struct PreTokenizer {
     matcher: Matcher,
     specials: Option<AhoCorasick>,
     pub special_tokens: Vec<Vec<u8>>,
+    /// Whether text a user regex does not match becomes a pre-token (polytok's lossless rule)
+    /// or is dropped (how some loaded pipelines, e.g. HF's Whitespace, treat whitespace).
+    keep_unmatched: bool,
 }
 
 impl PreTokenizer {
@@ -71,7 +74,13 @@ impl PreTokenizer {
                     .map_err(|error| error.to_string())?,
             )
         };
-        Ok(PreTokenizer { matcher, specials, special_tokens })
+        Ok(PreTokenizer { matcher, specials, special_tokens, keep_unmatched: true })
+    }
+
+    /// Drop the text a user regex does not match instead of keeping it as pre-tokens, as the
+    /// pre-tokenisers of loaded HF files do (their pipelines are lossy by design).
+    pub fn drop_unmatched(&mut self) {
+        self.keep_unmatched = false;
     }
 
     /// The preset whose matcher this pre-tokeniser uses, if any.
@@ -183,7 +192,7 @@ impl PreTokenizer {
                 let mut end = 0;
                 for found in regex.find_iter(valid) {
                     let found = found.map_err(|error| (end, error))?;
-                    if found.start() > end {
+                    if found.start() > end && self.keep_unmatched {
                         f(&text[end..found.start()]);
                     }
                     if found.start() < found.end() {
@@ -191,7 +200,7 @@ impl PreTokenizer {
                     }
                     end = found.end();
                 }
-                if end < text.len() {
+                if end < text.len() && self.keep_unmatched {
                     f(&text[end..]);
                 }
             }

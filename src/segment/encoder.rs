@@ -76,6 +76,12 @@ pub struct SpecialPolicy {
 }
 
 impl Encoder {
+    /// This encoder with a pre-tokeniser that drops unmatched text (loaded HF pipelines).
+    pub fn dropping_unmatched(mut self) -> Self {
+        self.pretokenizer.drop_unmatched();
+        self
+    }
+
     /// An encoder from its parts. `tokens[i]` are the bytes of ordinary id i; special tokens map
     /// their bytes to ids that must not collide with ordinary ids. Special tokens are never split
     /// by the pattern: the encoder cuts them out before the pre-tokeniser runs.

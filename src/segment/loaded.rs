@@ -548,7 +548,7 @@ impl Encoder {
             pairs,
             unknowns: Unknowns::new(&byte_tokens, byte_fallback, unk, fuse_unk),
         };
-        Ok(Encoder::from_parts(pattern, Box::new(segmenter), tokens, Vec::new())?)
+        Ok(Encoder::from_parts(pattern, Box::new(segmenter), tokens, Vec::new())?.dropping_unmatched())
     }
 
     /// Unigram (`pattern`: the pre-tokeniser regex run in the core, if any): `lattice` holds the (text, id, score) entries a word can be cut into;
@@ -576,7 +576,7 @@ impl Encoder {
             unk_score,
             single_precision,
         };
-        Ok(Encoder::from_parts(pattern, Box::new(segmenter), tokens, Vec::new())?)
+        Ok(Encoder::from_parts(pattern, Box::new(segmenter), tokens, Vec::new())?.dropping_unmatched())
     }
 
     /// WordPiece (`pattern` as for Unigram): (text, id) `strings` include the continuation forms (e.g. "##ing").
@@ -592,7 +592,7 @@ impl Encoder {
     ) -> PyResult<Self> {
         let entries: Vec<(Vec<u8>, u32, f64)> = strings.into_iter().map(|(t, id)| (t, id, 0.0)).collect();
         let segmenter = CharLongestMatch { tokens: self::strings(&entries), continuation, max_chars, unk };
-        Ok(Encoder::from_parts(pattern, Box::new(segmenter), tokens, Vec::new())?)
+        Ok(Encoder::from_parts(pattern, Box::new(segmenter), tokens, Vec::new())?.dropping_unmatched())
     }
 
     /// The ids of pre-tokenised words given back to back: `data` cut at `lengths`.

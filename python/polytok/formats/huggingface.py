@@ -910,11 +910,20 @@ def tokenizer_from_huggingface(record: Any, source: str) -> Tokenizer:
         all_bytes = byte_level and all(bytes([byte]) in set(vocab[:model_size]) for byte in range(256))
         if byte_level and all_bytes and not model.get("ignore_merges") and core_pattern is not None and not steps \
                 and normalizer is None and unk is None:
+            pairs = [(left, right) for left, right, _ in merges]
+            if _plain_specials(added, model_size) and _decodes_bytes(record.get("decoder")):
+                # What polytok writes: nothing HF-specific is left, so this is a native tokeniser
+                # (special tokens need allowed_special, it saves as polytok JSON, it samples).
+                specials = {token["content"]: token["id"] for token in added}
+                try:
+                    return Tokenizer(vocab[:model_size], segmenter="merges", pattern=core_pattern,
+                                     special_tokens=specials, merges=pairs, algorithm="bpe")
+                except (ConfigError, PatternError) as error:
+                    raise FormatError(f"{source}: {error}") from None
             # the fast path: polytok's own merges segmenter, the regex in the core
             pipeline = LoadedPipeline(kind="HF tokenizer.json", record=record, added=added, normalizer=None,
                                       pre_tokenizer=None, decoder=decoder, token_texts=decode_texts,
                                       segmenter_arguments={}, lossy=lossy, components=components)
-            pairs = [(left, right) for left, right, _ in merges]
             return _build(vocab, "merges", core_pattern, pipeline, source, merges=pairs, algorithm="bpe")
         arguments = dict(
             pattern=core_pattern, tokens=vocab, strings=model_strings, merges=merges, byte_tokens=byte_tokens,
@@ -1001,6 +1010,20 @@ def _describe(node: Any, children: str) -> Any:
     if node.get("type") == "Sequence":
         return [_describe(child, children) for child in node.get(children) or []]
     return node.get("type")
+
+
+def _plain_specials(added: list[dict[str, Any]], model_size: int) -> bool:
+    """Whether every added token is a special token matched as-is, with an id after the model's."""
+    return all(
+        token.get("special") and not token.get("normalized") and not token.get("lstrip")
+        and not token.get("rstrip") and token["id"] >= model_size
+        for token in added
+    )
+
+
+def _decodes_bytes(decoder: Any) -> bool:
+    """Whether decoding is joining the tokens' bytes: no decoder, or a plain ByteLevel one."""
+    return decoder is None or (isinstance(decoder, dict) and decoder.get("type") == "ByteLevel")
 
 
 def _build(vocab: list[bytes], segmenter: str, pattern: str | None, pipeline: LoadedPipeline, source: str, **options: Any) -> Tokenizer:
