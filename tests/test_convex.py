@@ -5,6 +5,8 @@ import random
 
 import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import polytok
 from polytok.certify import Certificate, certify
@@ -165,3 +167,27 @@ def test_train_returns_a_certified_tokenizer(tmp_path):
     loaded = polytok.load(path)
     assert loaded.encode(texts[0]) == tokenizer.encode(texts[0])
     assert np.isclose(Certificate.from_dict(loaded.certificate).bound, certificate.bound)
+
+
+@pytest.fixture(scope="module")
+def convex_tokenizer():
+    texts = excerpt(1500)
+    return polytok.train(texts, algorithm="convex", vocab_size=256 + 40 + 1, special_tokens=["<|end|>"],
+                         solver="highs", progress=False)
+
+
+@settings(max_examples=300, deadline=None)
+@given(text=st.text(max_size=200), data=st.binary(max_size=200))
+def test_shortest_path_tokenizer_round_trips_any_text_and_bytes(convex_tokenizer, text, data):
+    assert convex_tokenizer.decode_bytes(convex_tokenizer.encode_ordinary(data)) == data
+    encoded = text.encode("utf-8", "surrogatepass")
+    assert convex_tokenizer.decode_bytes(convex_tokenizer.encode_ordinary(text)) == encoded
+    with_special = text + "<|end|>" + text
+    ids = convex_tokenizer.encode(with_special, allowed_special="all")
+    assert ids.count(convex_tokenizer.special_tokens["<|end|>"]) >= 1
+    assert convex_tokenizer.decode_bytes(ids) == with_special.encode("utf-8", "surrogatepass")
+
+
+def test_shortest_path_tokenizer_on_a_huge_input(convex_tokenizer):
+    text = "a" * 1_000_000 + " " * 1_000_000 + excerpt(1)[0]
+    assert convex_tokenizer.decode(convex_tokenizer.encode_ordinary(text)) == text
