@@ -80,37 +80,24 @@ def load_tokenizer(path: str | os.PathLike, *, pattern: str | None = None, speci
     if not head:
         raise FormatError(f"tokeniser file {path} is empty")
     kind = _format_of(path, head)
-    if kind == "sentencepiece":
-        return _reader(path, "load_sentencepiece", "a SentencePiece model")(path)
-    if kind == "tiktoken":
-        if not pattern:
-            raise ConfigError(
-                f"{path} is a tiktoken rank file, which does not record its pre-tokenisation pattern: "
-                "pass --pattern (e.g. cl100k, o200k, gpt2)"
-            )
-        options: dict[str, Any] = {"pattern": None if pattern.lower() == "none" else pattern}
-        if special_tokens:
-            options["special_tokens"] = list(special_tokens)
-        return polytok.load_tiktoken(path, **options)
+    if kind == "unknown":
+        raise FormatError(
+            f"{path} is not a tokeniser file polytok can read: expected polytok JSON, a tiktoken rank file, "
+            "a Hugging Face tokenizer.json or a SentencePiece .model"
+        )
+    if kind == "tiktoken" and not pattern:
+        raise ConfigError(
+            f"{path} is a tiktoken rank file, which does not record its pre-tokenisation pattern: "
+            "pass --pattern (e.g. cl100k, o200k, gpt2)"
+        )
     if kind == "json":
         try:
-            document = json.loads(path.read_bytes())
+            json.loads(path.read_bytes())
         except (UnicodeDecodeError, json.JSONDecodeError) as error:
             raise FormatError(f"tokeniser file {path} is not valid JSON: {error}") from None
-        if isinstance(document, dict) and isinstance(document.get("model"), dict) and "added_tokens" in document:
-            return _reader(path, "load_huggingface", "a Hugging Face tokenizer.json")(path)
-        return polytok.load(path)
-    raise FormatError(
-        f"{path} is not a tokeniser file polytok can read: expected polytok JSON, a tiktoken rank file, "
-        "a Hugging Face tokenizer.json or a SentencePiece .model"
-    )
-
-
-def _reader(path: Path, name: str, what: str):
-    reader = getattr(polytok, name, None)
-    if reader is None:
-        raise FormatError(f"{path} is {what}, and this polytok has no reader for that format (polytok.{name})")
-    return reader
+    # polytok.load reads every format; it needs the pattern only for tiktoken files.
+    return polytok.load(path, pattern=pattern if kind == "tiktoken" else None,
+                        special_tokens=list(special_tokens) or None)
 
 
 def load_tokenizers(paths: Sequence[str | os.PathLike], **options: Any) -> dict[str, Any]:
