@@ -469,7 +469,14 @@ impl<'c> Model<'c> {
 }
 
 /// Learns a Unigram vocabulary of the 256 bytes plus at most `budget` pieces.
-pub fn train(words: &[&[u8]], counts: &[u64], budget: usize, options: &UnigramOptions) -> UnigramTraining {
+/// `report` is called after every EM round with the number of pieces still alive.
+pub fn train(
+    words: &[&[u8]],
+    counts: &[u64],
+    budget: usize,
+    options: &UnigramOptions,
+    report: &mut dyn FnMut(usize),
+) -> UnigramTraining {
     let (pieces, weights) = seed_pieces(words, counts, options);
     let total: f64 = weights.iter().sum();
     let scores = weights.iter().map(|&w| (w / total).ln()).collect();
@@ -482,6 +489,7 @@ pub fn train(words: &[&[u8]], counts: &[u64], budget: usize, options: &UnigramOp
             model.m_step(&expected, true);
             model.retain_alive_edges();
             history.push(Round { pieces: model.alive_count(), log_likelihood });
+            report(model.alive_count());
         }
         if model.alive_count() <= desired {
             break;
@@ -500,7 +508,7 @@ pub fn train(words: &[&[u8]], counts: &[u64], budget: usize, options: &UnigramOp
 }
 
 #[pyfunction]
-#[pyo3(name = "train_unigram", signature = (data, offsets, counts, budget, seed_size=1_000_000, max_piece_bytes=16, shrinking_factor=0.75, sub_iterations=2, num_threads=None))]
+#[pyo3(name = "train_unigram", signature = (data, offsets, counts, budget, seed_size=1_000_000, max_piece_bytes=16, shrinking_factor=0.75, sub_iterations=2, num_threads=None, progress=None))]
 #[allow(clippy::too_many_arguments)]
 fn py_train_unigram<'py>(
     py: Python<'py>,
@@ -513,6 +521,7 @@ fn py_train_unigram<'py>(
     shrinking_factor: f64,
     sub_iterations: usize,
     num_threads: Option<usize>,
+    progress: Option<Py<PyAny>>,
 ) -> PyResult<(Vec<Bound<'py, PyBytes>>, Vec<f64>, Vec<(usize, f64)>)> {
     if !(shrinking_factor > 0.0 && shrinking_factor < 1.0) {
         return Err(PyValueError::new_err(format!("shrinking_factor is {shrinking_factor}, expected a number in (0, 1)")));
@@ -524,7 +533,17 @@ fn py_train_unigram<'py>(
         .num_threads(num_threads.unwrap_or(0))
         .build()
         .map_err(|e| PyValueError::new_err(format!("cannot start {num_threads:?} threads: {e}")))?;
-    let training = py.detach(|| pool.install(|| train(&words, counts, budget, &options)));
+    // A failing progress callback only loses the bar: the error is printed, training goes on.
+    let mut report = |alive: usize| {
+        if let Some(callback) = &progress {
+            Python::attach(|py| {
+                if let Err(error) = callback.call1(py, (alive,)) {
+                    error.print(py);
+                }
+            });
+        }
+    };
+    let training = py.detach(|| pool.install(|| train(&words, counts, budget, &options, &mut report)));
     Ok((
         training.vocab.iter().map(|t| PyBytes::new(py, t)).collect(),
         training.scores,

@@ -13,6 +13,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 from scipy.stats import chisquare
 
+import polytok
 from polytok import _core
 from polytok.counts import WordCounts
 from polytok.errors import ConfigError, DecodeError, EncodeError
@@ -268,3 +269,11 @@ def test_train_unigram_returns_a_tokenizer_that_round_trips():
     ids = tokenizer.encode(text, allowed_special="all")
     assert ids[-1] == 599 and tokenizer.decode(ids) == text
     assert len(tokenizer.scores) == 599 and tokenizer.training["em_rounds"]
+
+
+def test_training_shows_a_progress_bar_of_em_rounds(capsys):
+    texts = [(Path(__file__).parent / "data" / "kjv.txt").read_text()]
+    polytok.train(texts, algorithm="unigram", vocab_size=400, progress=True)
+    assert "Unigram EM" in capsys.readouterr().err
+    polytok.train(texts, algorithm="unigram", vocab_size=400, progress=False)
+    assert "Unigram EM" not in capsys.readouterr().err

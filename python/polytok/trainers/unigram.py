@@ -12,6 +12,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
+from tqdm.auto import tqdm
+
 from polytok import _core
 from polytok.counts import WordCounts
 from polytok.errors import ConfigError, CorpusError
@@ -40,6 +42,7 @@ def learn_unigram(
     shrinking_factor: float = 0.75,
     sub_iterations: int = 2,
     num_threads: int | None = None,
+    progress: bool = False,
 ) -> tuple[list[bytes], list[float], list[tuple[int, float]]]:
     """The pieces (bytes first) with their log-probability scores, and per EM round the number
     of pieces alive after it and the corpus log-likelihood before it."""
@@ -51,11 +54,18 @@ def learn_unigram(
         raise ConfigError(f"shrinking_factor must be in (0, 1), got {shrinking_factor!r}")
     if num_threads is not None and (not isinstance(num_threads, int) or num_threads < 1):
         raise ConfigError(f"num_threads must be a positive integer or None, got {num_threads!r}")
-    vocab, scores, history = _core.train_unigram(
-        counts.data, counts.offsets, counts.counts, budget,
-        seed_size=seed_size, max_piece_bytes=max_piece_bytes, shrinking_factor=shrinking_factor,
-        sub_iterations=sub_iterations, num_threads=num_threads,
-    )
+    # The number of EM rounds is not known in advance: the bar counts rounds and shows how many
+    # pieces are still alive on the way down to the target.
+    with tqdm(desc="Unigram EM", unit="round", disable=not progress, leave=False) as bar:
+        def report(alive: int) -> None:
+            bar.set_postfix(pieces=alive, target=256 + budget, refresh=False)
+            bar.update()
+
+        vocab, scores, history = _core.train_unigram(
+            counts.data, counts.offsets, counts.counts, budget,
+            seed_size=seed_size, max_piece_bytes=max_piece_bytes, shrinking_factor=shrinking_factor,
+            sub_iterations=sub_iterations, num_threads=num_threads, progress=report,
+        )
     return list(vocab), list(scores), [tuple(r) for r in history]
 
 
@@ -71,8 +81,8 @@ def train_unigram(
     num_threads: int | None = None,
     progress: bool = True,
 ) -> "Tokenizer":
-    """Train a Unigram tokeniser (the `viterbi` segmenter) with SentencePiece's defaults.
-    Training takes seconds, so `progress` is accepted for the common interface only."""
+    """Train a Unigram tokeniser (the `viterbi` segmenter) with SentencePiece's defaults;
+    `progress` shows a bar of EM rounds."""
     special_tokens = list(special_tokens)
     budget = unigram_budget(vocab_size, special_tokens)
     if len(counts) == 0:
@@ -80,6 +90,7 @@ def train_unigram(
     vocab, scores, history = learn_unigram(
         counts, budget, seed_size=seed_size, max_piece_bytes=max_piece_bytes,
         shrinking_factor=shrinking_factor, sub_iterations=sub_iterations, num_threads=num_threads,
+        progress=progress,
     )
     training = {
         "vocab_size": vocab_size,
