@@ -292,6 +292,7 @@ pub fn train(
     budget: usize,
     marker: Option<&[u8]>,
     min_frequency: u64,
+    report: &mut dyn FnMut(usize),
 ) -> WordPieceTraining {
     let marker = marker.filter(|m| !m.is_empty());
     let mut trainer = Trainer::new(words, counts, marker, min_frequency);
@@ -307,6 +308,9 @@ pub fn train(
             Some(&existing) => existing,
             None => {
                 learned += 1;
+                if learned % 256 == 0 {
+                    report(learned);
+                }
                 trainer.add_token(bytes, is_continuation)
             }
         };
@@ -350,7 +354,7 @@ pub(crate) fn word_slices<'a>(data: &'a [u8], offsets: &[i64], counts: &[u64]) -
 }
 
 #[pyfunction]
-#[pyo3(name = "train_wordpiece", signature = (data, offsets, counts, budget, continuation_marker=None, min_frequency=1))]
+#[pyo3(name = "train_wordpiece", signature = (data, offsets, counts, budget, continuation_marker=None, min_frequency=1, progress=None))]
 fn py_train_wordpiece<'py>(
     py: Python<'py>,
     data: &[u8],
@@ -359,10 +363,22 @@ fn py_train_wordpiece<'py>(
     budget: usize,
     continuation_marker: Option<Vec<u8>>,
     min_frequency: u64,
+    progress: Option<Py<PyAny>>,
 ) -> PyResult<(Vec<Bound<'py, PyBytes>>, Vec<(u32, u32, u32)>)> {
     let (offsets, counts) = (offsets.as_slice()?, counts.as_slice()?);
     let words = word_slices(data, offsets, counts)?;
-    let training = py.detach(|| train(&words, counts, budget, continuation_marker.as_deref(), min_frequency));
+    // A failing progress callback only loses the bar: the error is printed, training goes on.
+    let mut report = |learned: usize| {
+        if let Some(callback) = &progress {
+            Python::attach(|py| {
+                if let Err(error) = callback.call1(py, (learned,)) {
+                    error.print(py);
+                }
+            });
+        }
+    };
+    let training =
+        py.detach(|| train(&words, counts, budget, continuation_marker.as_deref(), min_frequency, &mut report));
     let vocab = training.vocab.iter().map(|t| PyBytes::new(py, t)).collect();
     Ok((vocab, training.merges))
 }

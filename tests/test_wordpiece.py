@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings, strategies as st
 
+import polytok
 from polytok.counts import WordCounts
 from polytok.errors import ConfigError
 from polytok.pretokenize import PreTokenizer
@@ -227,3 +228,11 @@ def test_train_wordpiece_returns_a_tokenizer_that_round_trips():
     ids = tokenizer.encode(text, allowed_special="all")
     assert ids[-1] == 699 and tokenizer.decode(ids) == text
     assert tokenizer.training["continuation_marker"] == "##"
+
+
+def test_training_shows_a_progress_bar_of_learned_tokens(capsys):
+    texts = [(Path(__file__).parent / "data" / "kjv.txt").read_text()]
+    polytok.train(texts, algorithm="wordpiece", vocab_size=1200, progress=True)
+    assert "WordPiece tokens" in capsys.readouterr().err
+    polytok.train(texts, algorithm="wordpiece", vocab_size=1200, progress=False)
+    assert "WordPiece tokens" not in capsys.readouterr().err

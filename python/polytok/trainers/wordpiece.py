@@ -20,6 +20,8 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING, Sequence
 
+from tqdm.auto import tqdm
+
 from polytok import _core
 from polytok.counts import WordCounts
 from polytok.errors import ConfigError, CorpusError
@@ -46,7 +48,11 @@ def wordpiece_budget(vocab_size: int, special_tokens: Sequence[str], continuatio
 
 
 def learn_wordpiece(
-    counts: WordCounts, budget: int, continuation_marker: str | None = "##", min_frequency: int = 1
+    counts: WordCounts,
+    budget: int,
+    continuation_marker: str | None = "##",
+    min_frequency: int = 1,
+    progress: bool = False,
 ) -> tuple[list[bytes], list[tuple[int, int, int]]]:
     """Learn up to `budget` tokens; returns the spellings by id (continuations carry the marker)
     and the merges (left, right, result) in the order applied."""
@@ -55,7 +61,11 @@ def learn_wordpiece(
     if not isinstance(min_frequency, int) or isinstance(min_frequency, bool) or min_frequency < 1:
         raise ConfigError(f"min_frequency must be a positive integer, got {min_frequency!r}")
     marker = continuation_marker.encode("utf-8") if continuation_marker else None
-    vocab, merges = _core.train_wordpiece(counts.data, counts.offsets, counts.counts, budget, marker, min_frequency)
+    with tqdm(total=budget, desc="WordPiece tokens", unit="token", disable=not progress, leave=False) as bar:
+        vocab, merges = _core.train_wordpiece(
+            counts.data, counts.offsets, counts.counts, budget, marker, min_frequency,
+            progress=lambda learned: bar.update(learned - bar.n),
+        )
     return list(vocab), [tuple(m) for m in merges]
 
 
@@ -69,14 +79,14 @@ def train_wordpiece(
     num_threads: int | None = None,
     progress: bool = True,
 ) -> "Tokenizer":
-    """Train a WordPiece tokeniser (the `longest_match` segmenter) on counted pre-tokens.
-    Training is one sequential loop of a few seconds, so `num_threads` and `progress` are
-    accepted for the common trainer interface and have no effect."""
+    """Train a WordPiece tokeniser (the `longest_match` segmenter) on counted pre-tokens, with a
+    progress bar of learned tokens. Training is one sequential loop, so `num_threads` is accepted
+    for the common trainer interface and has no effect."""
     special_tokens = list(special_tokens)
     budget = wordpiece_budget(vocab_size, special_tokens, continuation_marker)
     if len(counts) == 0:
         raise CorpusError("the word counts are empty: there is no text to train on")
-    vocab, merges = learn_wordpiece(counts, budget, continuation_marker, min_frequency)
+    vocab, merges = learn_wordpiece(counts, budget, continuation_marker, min_frequency, progress)
     training = {
         "vocab_size": vocab_size,
         "continuation_marker": continuation_marker,
