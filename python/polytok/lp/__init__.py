@@ -10,6 +10,8 @@ import time
 from dataclasses import dataclass, field
 
 import numpy as np
+import scipy.sparse
+import scipy.sparse.csgraph
 from tqdm.auto import tqdm
 
 from polytok.errors import ConfigError
@@ -19,9 +21,10 @@ from polytok.lp.bound import (
     dropped_colour_excess,
     lagrangian,
     matrix_bound,
+    project_duals,
 )
 from polytok.lp.graph import LinearProgram, TokenisationGraph
-from polytok.lp.solvers import Solution, solve
+from polytok.lp.solvers import Solution, resolve, solve
 
 
 @dataclass
@@ -57,12 +60,15 @@ def relax(
     tolerance: float = 1e-4,
     threads: int | None = None,
     progress: bool = False,
+    warm_start: bool = True,
 ) -> Relaxation:
     """Solves the LP over candidate colours (weighted frequency >= min_frequency, at most
     max_token_bytes bytes and, with `initial_colours`, only that many of largest potential
     saving frequency x (length - 1)), then up to `rounds` times adds the left-out colours whose
     price on the full graph exceeds the K-th largest LP colour price (they could lower the LP)
-    and solves again. `time_limit` bounds each solve; the duals of a stopped solve still certify."""
+    and solves again. `time_limit` bounds each solve; the duals of a stopped solve still certify.
+    With `warm_start`, each round after the first starts the solver (PDLP) from the previous
+    round's point carried over to the larger LP (see `carry_over`)."""
     if budget < 0:
         raise ConfigError(f"the budget K must be >= 0, got {budget}")
     start = time.perf_counter()
@@ -80,10 +86,16 @@ def relax(
         candidate[order[:initial_colours]] = True
     history: list[dict] = []
     bar = tqdm(total=rounds + 1, desc=f"ConvexTok LP (K={budget})", unit="solve", disable=not progress)
+    start_point = None
+    # Only PDLP takes a starting point; the others would ignore it.
+    warm_start = warm_start and resolve(solver) == "pdlp"
     for round_number in range(rounds + 1):
         lp = graph.linear_program_over(budget, candidate)
+        if start_point is not None:
+            start_point = carry_over(graph, lp, *start_point)
         bar.set_postfix(variables=lp.shape[1], nonzeros=lp.matrix.nnz)
-        solution = solve(lp, solver, time_limit=time_limit, tolerance=tolerance, threads=threads)
+        solution = solve(lp, solver, time_limit=time_limit, tolerance=tolerance, threads=threads,
+                         warm_start=start_point)
         bar.update()
         excess = dropped_colour_excess(graph, lp, solution.duals, budget)
         if max_token_bytes is not None:
@@ -92,15 +104,103 @@ def relax(
             "round": round_number, **lp.size(), "status": solution.status,
             "seconds": round(solution.seconds, 3), "iterations": solution.iterations,
             "objective": solution.objective, "improving_colours": int(np.count_nonzero(excess)),
+            "warm_started": solution.warm_started,
         })
         bar.set_postfix(status=solution.status, improving_colours=history[-1]["improving_colours"])
         if round_number == rounds or not excess.any():
             break
         candidate = candidate | (excess > 0)
+        if warm_start:
+            start_point = saved_point(graph, lp, solution)
     bar.close()
     colour_values = np.zeros(graph.num_colours)
     colour_values[lp.colours] = np.clip(solution.primal[lp.colour_columns], 0.0, 1.0)
     return Relaxation(graph, lp, solution, colour_values, history, time.perf_counter() - start)
+
+
+def _edge_map(graph: TokenisationGraph, lp: LinearProgram) -> np.ndarray:
+    """The reduced-LP priced edge of every full-graph edge (-1 where dropped), for the latest LP
+    built on `graph`. Read back through the linear map `prices_from_lp`, which gives full edge e
+    of pre-token w the price lp_mu[k] * n_w / N_k of its LP edge k: pricing k at k + 1 and at 1
+    and dividing recovers k exactly (the ratio is an integer below 2^53)."""
+    ones = graph.core.prices_from_lp(np.ones(lp.num_priced))
+    numbered = graph.core.prices_from_lp(np.arange(1.0, lp.num_priced + 1.0))
+    edge = np.full(graph.num_edges, -1, dtype=np.int64)
+    mapped = ones > 0
+    edge[mapped] = np.rint(numbered[mapped] / ones[mapped]).astype(np.int64) - 1
+    return edge
+
+
+def saved_point(
+    graph: TokenisationGraph, lp: LinearProgram, solution: Solution
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float]:
+    """What `carry_over` needs of a solve, in full-graph terms (the LP's own rows and columns
+    do not survive a rebuild): edge flows and prices per full edge, colour values per full
+    colour, and the budget row's dual."""
+    edge = _edge_map(graph, lp)
+    mapped = edge >= 0
+    flows = np.zeros(graph.num_edges)
+    flows[mapped] = solution.primal[lp.priced_columns][edge[mapped]]
+    y = project_duals(lp, solution.duals)
+    # Full-edge prices summed over a merged segment's occurrences give back its LP price.
+    prices = graph.core.prices_from_lp(np.maximum(-y[lp.capacity_rows], 0.0))
+    colour_values = np.zeros(graph.num_colours)
+    colour_values[lp.colours] = solution.primal[lp.colour_columns]
+    return flows, prices, colour_values, float(y[-1])
+
+
+def carry_over(
+    graph: TokenisationGraph, lp: LinearProgram, flows: np.ndarray, prices: np.ndarray,
+    colour_values: np.ndarray, budget_dual: float,
+) -> tuple[np.ndarray, np.ndarray]:
+    """A starting (primal, duals) for `lp`, the next column-generation round, from the previous
+    round's point (`saved_point`). Kept colours and edges keep their values and prices, new
+    ones start at 0, the budget row keeps its dual. The free (byte-chain) flows are the
+    remainder of each segment's unit flow across each cut, and the flow-row duals are the
+    shortest-path distances under the carried prices: the duals optimal for those prices."""
+    edge = _edge_map(graph, lp)
+    mapped = edge >= 0
+    primal = np.zeros(lp.shape[1])
+    priced = np.zeros(lp.num_priced)
+    priced[edge[mapped]] = flows[mapped]
+    primal[lp.priced_columns] = priced
+    primal[lp.colour_columns] = colour_values[lp.colours]
+
+    # A segment's nodes are numbered consecutively along it and its free edges join consecutive
+    # nodes, so the flow on free edge v -> v+1 is 1 minus the priced flow jumping over that cut.
+    num_nodes = len(lp.node_row)
+    priced_tail, priced_head = lp.edge_tail[lp.num_free:], lp.edge_head[lp.num_free:]
+    jump = np.bincount(priced_tail, weights=priced, minlength=num_nodes)
+    jump -= np.bincount(priced_head, weights=priced, minlength=num_nodes)
+    primal[:lp.num_free] = np.clip(1.0 - np.cumsum(jump)[lp.edge_tail[:lp.num_free]], 0.0, 1.0)
+
+    lp_prices = np.bincount(edge[mapped], weights=prices[mapped], minlength=lp.num_priced)
+    duals = np.zeros(lp.shape[0])
+    duals[lp.capacity_rows] = -lp_prices
+    duals[-1] = budget_dual
+    duals[:lp.num_flow_rows] = _potentials(lp, lp_prices)
+    return primal, duals
+
+
+def _potentials(lp: LinearProgram, lp_prices: np.ndarray) -> np.ndarray:
+    """Flow-row duals optimal for the priced-edge prices `lp_prices`: each node's shortest
+    distance from its segment's source, edges costing their cost plus their price."""
+    cost = lp.objective[:lp.num_free + lp.num_priced].copy()
+    cost[lp.num_free:] += lp_prices
+    # Parallel edges (a free and a priced edge between the same nodes) keep the cheaper one;
+    # a sparse matrix would add them.
+    order = np.lexsort((cost, lp.edge_head, lp.edge_tail))
+    tail, head, cost = lp.edge_tail[order], lp.edge_head[order], cost[order]
+    first = np.ones(len(order), dtype=bool)
+    first[1:] = (tail[1:] != tail[:-1]) | (head[1:] != head[:-1])
+    num_nodes = len(lp.node_row)
+    edges = scipy.sparse.csr_matrix((cost[first], (tail[first], head[first])), shape=(num_nodes, num_nodes))
+    sources = np.flatnonzero(lp.node_row < 0)
+    distance = scipy.sparse.csgraph.dijkstra(edges, directed=True, indices=sources, min_only=True)
+    potentials = np.zeros(lp.num_flow_rows)
+    kept = lp.node_row >= 0
+    potentials[lp.node_row[kept]] = distance[kept]
+    return potentials
 
 
 __all__ = [
@@ -109,9 +209,11 @@ __all__ = [
     "Relaxation",
     "Solution",
     "TokenisationGraph",
+    "carry_over",
     "certify_on_full_graph",
     "lagrangian",
     "matrix_bound",
     "relax",
+    "saved_point",
     "solve",
 ]

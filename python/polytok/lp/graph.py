@@ -16,7 +16,7 @@ tokens. `polytok.lp.bound.certify_on_full_graph` turns its duals into a bound on
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 import scipy.sparse
@@ -50,6 +50,11 @@ class LinearProgram:
     num_segments: int
     build: int = 0
     """Which reduced LP of its graph this is: the graph maps full edges to the latest only."""
+    edge_tail: np.ndarray | None = field(default=None, repr=False)
+    """Tail node of each edge column (free, then priced); a segment's nodes are consecutive."""
+    edge_head: np.ndarray | None = field(default=None, repr=False)
+    node_row: np.ndarray | None = field(default=None, repr=False)
+    """Flow row of each node, -1 for the segment sources (they have none)."""
 
     @property
     def num_colours(self) -> int:
@@ -193,4 +198,7 @@ def assemble(arrays: dict, budget: int) -> LinearProgram:
         colours=arrays["lp_colours"].astype(np.int64),
         priced_colour=arrays["priced_colour"].astype(np.int64),
         num_segments=len(arrays["segment_weight"]),
+        edge_tail=tails,
+        edge_head=heads,
+        node_row=flow_row,
     )
