@@ -1,18 +1,30 @@
 """Hugging Face `tokenizer.json`: reading BPE, WordPiece and Unigram files with their own
 normalisers, pre-tokenisers, decoders and added tokens (ids and decoding identical to
-`tokenizers`), and writing polytok's byte-level BPE so that `tokenizers.Tokenizer.from_file`
-encodes to the same ids.
+`tokenizers`), and writing polytok's byte-level BPE, WordPiece and Unigram so that
+`tokenizers.Tokenizer.from_file` encodes to the same ids and `polytok.load` reads them back as
+native tokenisers.
 
 The written pipeline: a Split pre-tokeniser with polytok's regex (matches kept as pieces), ByteLevel
-(bytes -> printable characters, GPT-2's table; no regex, no prefix space), the BPE model with the
-merge list, the ByteLevel decoder, and the special tokens as added tokens. HF's BPE replays the
-merges in order, which is what polytok's merges segmenter does.
+(bytes -> printable characters, GPT-2's table; no regex, no prefix space), the model, the special
+tokens as added tokens, and a ByteLevel decoder.
+- BPE: the merge list; HF's BPE replays the merges in order, as polytok's merges segmenter does.
+- WordPiece: greedy longest match on both sides. Continuation tokens are spelled " " + marker +
+  byte-level text (see CONTINUATION_TAG); the decoder first replaces that prefix away, so HF's
+  decode gives the text back. Without a marker the prefix is empty. HF's WordPiece tries every
+  end of every word, which is quadratic in a pre-token's length: with `pattern=None` the whole
+  text is one pre-token, and HF becomes slow on long texts (the ids are still polytok's).
+- Unigram: [piece, score] in id order, no unknown token (every byte is a piece); HF's Viterbi
+  keeps the path whose last token starts earliest on a tie, as polytok does. The scores are spelled
+  so that HF's float parser reads them exactly (score_text).
+ConvexTok's shortest-path segmenter has no HF model and is refused.
 """
 from __future__ import annotations
 
 import base64
 import json
+import math
 from collections.abc import Callable, Iterable
+from decimal import Decimal
 from functools import lru_cache
 from pathlib import Path
 from typing import Any
@@ -57,24 +69,75 @@ def from_byte_level(text: str) -> bytes:
 
 
 def save_huggingface(tokenizer: Tokenizer, path: str | Path) -> None:
-    """Writes `tokenizer` as a HF tokenizer.json (byte-level BPE)."""
+    """Writes `tokenizer` as a HF tokenizer.json (byte-level BPE, WordPiece or Unigram; see the
+    module docstring); ConfigError for what HF cannot reproduce, and nothing is written then."""
     from polytok.formats import write_atomically
 
     # a loaded HF file is written back as it was read, which keeps every id
     pipeline = getattr(tokenizer, "pipeline", None)
     if pipeline is not None and pipeline.kind == "HF tokenizer.json":
         record = pipeline.record
+        text = json.dumps(record, ensure_ascii=False, indent=2)
     else:
         record = huggingface_record(tokenizer)
-    write_atomically(path, (json.dumps(record, ensure_ascii=False, indent=2) + "\n").encode("utf-8"))
+        if record["model"]["type"] == "Unigram":
+            # the scores are written in digits that `tokenizers` reads back exactly
+            vocab = record["model"]["vocab"]
+            record["model"]["vocab"] = _VOCAB_PLACEHOLDER
+            before, placeholder, after = json.dumps(record, ensure_ascii=False, indent=2).rpartition(json.dumps(_VOCAB_PLACEHOLDER))
+            entries = ",\n".join(f"      [{json.dumps(piece, ensure_ascii=False)}, {score_text(score)}]" for piece, score in vocab)
+            text = before + "[\n" + entries + "\n    ]" + after
+        else:
+            text = json.dumps(record, ensure_ascii=False, indent=2)
+    write_atomically(path, (text + "\n").encode("utf-8"))
+
+
+_VOCAB_PLACEHOLDER = "polytok: the Unigram vocabulary goes here"
+
+
+def score_text(score: float) -> str:
+    """A JSON number that both Python and `tokenizers` read as exactly `score`. `tokenizers`'
+    parser can be one unit in the last place off on the shortest digits (see
+    as_tokenizers_reads_it), so longer spellings and integer-significand forms are tried; where
+    none is found by that model of the parser (about one score in 400), the shortest digits stay."""
+    candidates = [repr(score)] + [f"{score:.{digits}g}" for digits in range(17, 22)]
+    if math.isfinite(score) and score != 0.0:
+        exact = Decimal(score)
+        for exponent in range(15, 20):
+            centre = int((abs(exact) * 10**exponent).to_integral_value())
+            sign = "-" if score < 0 else ""
+            candidates += [f"{sign}{centre + delta}e-{exponent}" for delta in range(-20, 21) if 0 < centre + delta < 2**64]
+    for candidate in candidates:
+        if float(candidate) == score and tokenizers_float(candidate, math.nan) == score:
+            return candidate
+    return repr(score)
+
+
+# ConvexTok's optimal segmentation has no HF model; WordPiece and Unigram map onto HF's own.
+_HF_MODELS = {"merges": "BPE", "longest_match": "WordPiece", "viterbi": "Unigram"}
+
+# Prepended to the continuation marker in HF's WordPiece vocabulary. HF looks a word's first
+# piece up among all spellings, continuation ones included, so with a plain "##" a word such as
+# "###" would start with the continuation token "##" + "#" where polytok takes a word-initial
+# token. A space is not in the byte-level alphabet (it is written "Ġ"), so no word starts with it.
+CONTINUATION_TAG = " "
+
+# HF's WordPiece makes a word longer than this many characters (bytes here) one unknown token;
+# polytok has no such limit, so it is set beyond any text.
+MAX_WORD_CHARACTERS = 2**63 - 1
 
 
 def huggingface_record(tokenizer: Tokenizer) -> dict[str, Any]:
     """The tokenizer.json content as a dict; ConfigError when HF cannot reproduce the ids."""
-    if tokenizer.segmenter != "merges":
+    if tokenizer.segmenter == "shortest_path":
         raise ConfigError(
-            f"HF tokenizer.json export is for BPE; this tokeniser's {tokenizer.segmenter!r} segmenter "
-            f"has no HF equivalent that gives the same ids"
+            "HF tokenizers has no shortest-path model: a ConvexTok tokeniser (segmenter 'shortest_path') "
+            "cannot be written as tokenizer.json; save it with Tokenizer.save instead"
+        )
+    if tokenizer.segmenter not in _HF_MODELS:
+        raise ConfigError(
+            f"HF tokenizers has no model for the segmenter {tokenizer.segmenter!r}; tokenizer.json can hold "
+            f"BPE ('merges'), WordPiece ('longest_match') and Unigram ('viterbi') tokenisers"
         )
     vocab = tokenizer.vocab
     ids: dict[bytes, int] = {}
@@ -84,10 +147,8 @@ def huggingface_record(tokenizer: Tokenizer) -> dict[str, Any]:
         ids[token] = token_id
     missing = [byte for byte in range(256) if bytes([byte]) not in ids]
     if missing:
-        raise ConfigError(f"byte 0x{missing[0]:02x} is not a token; HF byte-level BPE needs all 256 bytes")
+        raise ConfigError(f"byte 0x{missing[0]:02x} is not a token; HF byte-level models need all 256 bytes")
     pattern = None if tokenizer.pattern is None else to_oniguruma(tokenizer.pattern)
-    pairs = tokenizer.merges if tokenizer.merges is not None else merges_from_ranks(vocab)
-    merges = [f"{to_byte_level(vocab[left])} {to_byte_level(vocab[right])}" for left, right in pairs]
     byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}
     if pattern is None:
         pre_tokenizer: dict[str, Any] = byte_level
@@ -99,6 +160,17 @@ def huggingface_record(tokenizer: Tokenizer) -> dict[str, Any]:
          "normalized": False, "special": True}
         for text, token_id in sorted(tokenizer.special_tokens.items(), key=lambda item: item[1])
     ]
+    decoder: dict[str, Any] = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}
+    if tokenizer.segmenter == "merges":
+        model = _bpe_model(tokenizer)
+    elif tokenizer.segmenter == "longest_match":
+        model = _wordpiece_model(tokenizer, ids)
+        if tokenizer.continuation_marker:
+            # the tag and marker go before the bytes become text again
+            strip = {"type": "Replace", "pattern": {"String": model["continuing_subword_prefix"]}, "content": ""}
+            decoder = {"type": "Sequence", "decoders": [strip, decoder]}
+    else:
+        model = _unigram_model(tokenizer)
     return {
         "version": "1.0",
         "truncation": None,
@@ -107,19 +179,69 @@ def huggingface_record(tokenizer: Tokenizer) -> dict[str, Any]:
         "normalizer": None,
         "pre_tokenizer": pre_tokenizer,
         "post_processor": None,
-        "decoder": {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False},
-        "model": {
-            "type": "BPE",
-            "dropout": None,
-            "unk_token": None,
-            "continuing_subword_prefix": None,
-            "end_of_word_suffix": None,
-            "fuse_unk": False,
-            "byte_fallback": False,
-            "ignore_merges": False,
-            "vocab": {to_byte_level(token): token_id for token_id, token in enumerate(vocab)},
-            "merges": merges,
-        },
+        "decoder": decoder,
+        "model": model,
+    }
+
+
+def _bpe_model(tokenizer: Tokenizer) -> dict[str, Any]:
+    """HF's BPE replays the merges in order, which is what polytok's merges segmenter does."""
+    vocab = tokenizer.vocab
+    pairs = tokenizer.merges if tokenizer.merges is not None else merges_from_ranks(vocab)
+    return {
+        "type": "BPE",
+        "dropout": None,
+        "unk_token": None,
+        "continuing_subword_prefix": None,
+        "end_of_word_suffix": None,
+        "fuse_unk": False,
+        "byte_fallback": False,
+        "ignore_merges": False,
+        "vocab": {to_byte_level(token): token_id for token_id, token in enumerate(vocab)},
+        "merges": [f"{to_byte_level(vocab[left])} {to_byte_level(vocab[right])}" for left, right in pairs],
+    }
+
+
+def _wordpiece_model(tokenizer: Tokenizer, ids: dict[bytes, int]) -> dict[str, Any]:
+    """HF's WordPiece takes the longest vocabulary match at each position, as polytok's
+    longest_match does. Continuation tokens are spelled CONTINUATION_TAG + marker + byte-level
+    text; without a marker the prefix is empty, so every token fits anywhere (polytok's rule)."""
+    marker = tokenizer.continuation_marker
+    if marker:
+        encoded_marker = marker.encode("utf-8")
+        missing = [byte for byte in range(256) if encoded_marker + bytes([byte]) not in ids]
+        if missing:
+            raise ConfigError(f"continuation byte 0x{missing[0]:02x} is not a token; every byte must continue a word")
+        prefix = CONTINUATION_TAG + marker
+    else:
+        encoded_marker, prefix = b"", ""
+
+    def spelling(token: bytes) -> str:
+        if marker and len(token) > len(encoded_marker) and token.startswith(encoded_marker):
+            return prefix + to_byte_level(token[len(encoded_marker):])
+        return to_byte_level(token)
+
+    return {
+        "type": "WordPiece",
+        # every byte is a token in both roles, so no word is ever unknown; the token only has to exist
+        "unk_token": to_byte_level(tokenizer.vocab[0]),
+        "continuing_subword_prefix": prefix,
+        "max_input_chars_per_word": MAX_WORD_CHARACTERS,
+        "vocab": {spelling(token): token_id for token_id, token in enumerate(tokenizer.vocab)},
+    }
+
+
+def _unigram_model(tokenizer: Tokenizer) -> dict[str, Any]:
+    """HF's Unigram runs Viterbi over the scores and, like polytok, keeps the path whose last
+    token starts earliest on a tie."""
+    scores = tokenizer.scores
+    if scores is None or len(scores) != len(tokenizer.vocab):
+        raise ConfigError("a Unigram tokeniser needs one score per token to be written as tokenizer.json")
+    return {
+        "type": "Unigram",
+        "unk_id": None,
+        "byte_fallback": False,
+        "vocab": [[to_byte_level(token), float(score)] for token, score in zip(tokenizer.vocab, scores)],
     }
 
 
@@ -887,6 +1009,12 @@ def tokenizer_from_huggingface(record: Any, source: str) -> Tokenizer:
         "pre_tokenizer": _describe(record.get("pre_tokenizer"), "pretokenizers"),
         "decoder": _describe(record.get("decoder"), "decoders"),
     }
+    if model_type in ("WordPiece", "Unigram") and normalizer is None and _plain_specials(added, model_size):
+        # what polytok writes for its WordPiece and Unigram reads back as the native tokeniser
+        native = _native_subword(record, token_texts[:model_size], [float(entry[1]) for entry in model["vocab"]] if model_type == "Unigram" else None,
+                                 {token["content"]: token["id"] for token in added})
+        if native is not None:
+            return native
     if model_type == "BPE":
         for option in ("continuing_subword_prefix", "end_of_word_suffix"):
             if model.get(option):
@@ -971,7 +1099,13 @@ def as_tokenizers_reads_it(score: float) -> float:
     divides by a power of ten, which can be one unit in the last place off the correctly
     rounded value; Unigram ties between equal-looking paths then break the other way. HF writes
     the shortest round-trip digits, which is what repr gives back."""
-    text = repr(score)
+    return tokenizers_float(repr(score), score)
+
+
+def tokenizers_float(text: str, default: float) -> float:
+    """The float `tokenizers` reads from the JSON number `text` (see as_tokenizers_reads_it);
+    `default` where its parser takes another route."""
+    score = default
     if not all(char in "0123456789.-+eE" for char in text):
         return score  # inf or nan: no JSON number
     negative = text.startswith("-")
@@ -997,6 +1131,43 @@ def as_tokenizers_reads_it(score: float) -> float:
         result /= 1e308
         exponent += 308
     return -result if negative else result
+
+
+def _native_subword(record: dict[str, Any], texts: list[str], scores: list[float] | None,
+                    specials: dict[str, int]) -> Tokenizer | None:
+    """The polytok WordPiece (longest_match) or Unigram (viterbi) tokeniser of a file shaped as
+    huggingface_record writes it, or None for any other file."""
+    pre_tokenizer = record.get("pre_tokenizer")
+    plain_byte_level = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": False}
+    if pre_tokenizer == plain_byte_level:
+        pattern = None
+    else:
+        split = _core_split(pre_tokenizer)
+        if split is None or split[0] or pre_tokenizer.get("type") != "Sequence":
+            return None
+        pattern = split[1]
+    model = record["model"]
+    try:
+        if model["type"] == "WordPiece":
+            prefix = model.get("continuing_subword_prefix")
+            if model.get("max_input_chars_per_word") != MAX_WORD_CHARACTERS or not isinstance(prefix, str) \
+                    or (prefix and not (prefix.startswith(CONTINUATION_TAG) and len(prefix) > len(CONTINUATION_TAG))):
+                return None
+            marker = prefix[len(CONTINUATION_TAG):] or None
+            vocab = [
+                marker.encode("utf-8") + from_byte_level(text[len(prefix):])
+                if marker and len(text) > len(prefix) and text.startswith(prefix) else from_byte_level(text)
+                for text in texts
+            ]
+            return Tokenizer(vocab, segmenter="longest_match", pattern=pattern, special_tokens=specials,
+                             continuation_marker=marker, algorithm="wordpiece")
+        if model.get("unk_id") is not None or model.get("byte_fallback") or scores is None:
+            return None
+        vocab = [from_byte_level(text) for text in texts]
+        return Tokenizer(vocab, segmenter="viterbi", pattern=pattern, special_tokens=specials,
+                         scores=scores, algorithm="unigram")
+    except (KeyError, ConfigError, PatternError, ValueError):
+        return None  # not polytok's shape (a character outside the byte-level table, a gap): read generically
 
 
 def _is_hex(text: str) -> bool:
