@@ -48,8 +48,12 @@ def test_ids_equal_hf_on_excerpts(pairs, name, text_excerpts):
     assert hf.decode(expected[-1], skip_special_tokens=False) == texts[-1]
 
 
+# Characters Python's Unicode tables (14.0) assign: HF's regex engine (Oniguruma) and polytok's
+# tables (generated from the newer `regex` module) agree on those, not on later additions.
+ASSIGNED = st.characters(codec="utf-8", exclude_categories=("Cs", "Cn", "Co"))
+
 @settings(max_examples=300, deadline=None)
-@given(text=st.text().filter(lambda t: not any("\ud800" <= c <= "\udfff" for c in t))
+@given(text=st.text(ASSIGNED)
        | st.lists(st.sampled_from(PIECES), max_size=30).map("".join),
        name=st.sampled_from(TOKENIZER_NAMES))
 def test_ids_equal_hf_on_arbitrary_text(pairs, text, name):
@@ -151,7 +155,7 @@ def test_subword_ids_equal_hf_on_excerpts(subword_pairs, name, text_excerpts):
 
 
 @settings(max_examples=200, deadline=None)
-@given(text=st.text().filter(lambda t: not any("\ud800" <= c <= "\udfff" for c in t))
+@given(text=st.text(ASSIGNED)
        | st.lists(st.sampled_from([*PIECES, "##", "#", "##a", " ##"]), max_size=30).map("".join),
        name=st.sampled_from(list(SUBWORD_OPTIONS)))
 def test_subword_ids_equal_hf_on_arbitrary_text(subword_pairs, text, name):

@@ -50,8 +50,13 @@ def test_long_pieces_equal_tiktoken(pairs, name):
         assert ours.encode_ordinary(text) == theirs.encode_ordinary(text)
 
 
+# Characters Python's Unicode tables (14.0) assign: tiktoken's regex engine and polytok's tables
+# (generated from the newer `regex` module) agree on those, not on later additions.
+ASSIGNED = st.characters(codec="utf-8", exclude_categories=("Cs", "Cn", "Co"))
+
+
 @SETTINGS
-@given(text=st.text(), name=st.sampled_from(TOKENIZER_NAMES))
+@given(text=st.text(ASSIGNED), name=st.sampled_from(TOKENIZER_NAMES))
 def test_ids_equal_tiktoken_on_arbitrary_text(pairs, text, name):
     ours, theirs = pairs[name]
     assert ours.encode_ordinary(text) == theirs.encode_ordinary(text)
