@@ -7,6 +7,7 @@ mod count;
 mod graph;
 mod metrics;
 mod pretokenize;
+mod progress;
 mod segment;
 mod unigram;
 mod wordpiece;

@@ -533,16 +533,7 @@ fn py_train_unigram<'py>(
         .num_threads(num_threads.unwrap_or(0))
         .build()
         .map_err(|e| PyValueError::new_err(format!("cannot start {num_threads:?} threads: {e}")))?;
-    // A failing progress callback only loses the bar: the error is printed, training goes on.
-    let mut report = |alive: usize| {
-        if let Some(callback) = &progress {
-            Python::attach(|py| {
-                if let Err(error) = callback.call1(py, (alive,)) {
-                    error.print(py);
-                }
-            });
-        }
-    };
+    let mut report = crate::progress::reporter(&progress);
     let training = py.detach(|| pool.install(|| train(&words, counts, budget, &options, &mut report)));
     Ok((
         training.vocab.iter().map(|t| PyBytes::new(py, t)).collect(),

@@ -367,16 +367,7 @@ fn py_train_wordpiece<'py>(
 ) -> PyResult<(Vec<Bound<'py, PyBytes>>, Vec<(u32, u32, u32)>)> {
     let (offsets, counts) = (offsets.as_slice()?, counts.as_slice()?);
     let words = word_slices(data, offsets, counts)?;
-    // A failing progress callback only loses the bar: the error is printed, training goes on.
-    let mut report = |learned: usize| {
-        if let Some(callback) = &progress {
-            Python::attach(|py| {
-                if let Err(error) = callback.call1(py, (learned,)) {
-                    error.print(py);
-                }
-            });
-        }
-    };
+    let mut report = crate::progress::reporter(&progress);
     let training =
         py.detach(|| train(&words, counts, budget, continuation_marker.as_deref(), min_frequency, &mut report));
     let vocab = training.vocab.iter().map(|t| PyBytes::new(py, t)).collect();
