@@ -61,6 +61,7 @@ def relax(
     threads: int | None = None,
     progress: bool = False,
     warm_start: bool = True,
+    screening_tolerance: float | None = 3e-3,
 ) -> Relaxation:
     """Solves the LP over candidate colours (weighted frequency >= min_frequency, at most
     max_token_bytes bytes and, with `initial_colours`, only that many of largest potential
@@ -68,7 +69,10 @@ def relax(
     price on the full graph exceeds the K-th largest LP colour price (they could lower the LP)
     and solves again. `time_limit` bounds each solve; the duals of a stopped solve still certify.
     With `warm_start`, each round after the first starts the solver (PDLP) from the previous
-    round's point carried over to the larger LP (see `carry_over`)."""
+    round's point carried over to the larger LP (see `carry_over`). Rounds before the last stop
+    at `screening_tolerance`: their duals only price the left-out colours and their point only
+    starts the next solve, so only the final solve needs `tolerance` (a screening solve that
+    finds nothing to add is continued, warm, to `tolerance`)."""
     if budget < 0:
         raise ConfigError(f"the budget K must be >= 0, got {budget}")
     start = time.perf_counter()
@@ -89,33 +93,57 @@ def relax(
     start_point = None
     # Only PDLP takes a starting point; the others would ignore it.
     warm_start = warm_start and resolve(solver) == "pdlp"
-    for round_number in range(rounds + 1):
+    screening = tolerance if screening_tolerance is None else max(tolerance, screening_tolerance)
+    round_number = 0
+    while True:
         lp = graph.linear_program_over(budget, candidate)
         if start_point is not None:
             start_point = carry_over(graph, lp, *start_point)
-        bar.set_postfix(variables=lp.shape[1], nonzeros=lp.matrix.nnz)
-        solution = solve(lp, solver, time_limit=time_limit, tolerance=tolerance, threads=threads,
-                         warm_start=start_point)
-        bar.update()
-        excess = dropped_colour_excess(graph, lp, solution.duals, budget)
-        if max_token_bytes is not None:
-            excess[graph.colour_lengths > max_token_bytes] = 0.0
-        history.append({
-            "round": round_number, **lp.size(), "status": solution.status,
-            "seconds": round(solution.seconds, 3), "iterations": solution.iterations,
-            "objective": solution.objective, "improving_colours": int(np.count_nonzero(excess)),
-            "warm_started": solution.warm_started,
-        })
+        final = round_number == rounds
+        solution = _solve_round(lp, solver, time_limit, tolerance if final else screening, threads,
+                                start_point, history, bar)
+        excess = _improving(graph, lp, solution, budget, max_token_bytes)
+        if not final and not excess.any() and screening > tolerance:
+            # Nothing to add: finish this LP at the final tolerance from where it stopped.
+            resume = (solution.primal, solution.duals) if warm_start else None
+            solution = _solve_round(lp, solver, time_limit, tolerance, threads, resume, history, bar)
+            excess = _improving(graph, lp, solution, budget, max_token_bytes)
+            final = True
+        history[-1]["improving_colours"] = int(np.count_nonzero(excess))
         bar.set_postfix(status=solution.status, improving_colours=history[-1]["improving_colours"])
-        if round_number == rounds or not excess.any():
+        if final or not excess.any():
             break
         candidate = candidate | (excess > 0)
         if warm_start:
             start_point = saved_point(graph, lp, solution)
+        round_number += 1
     bar.close()
     colour_values = np.zeros(graph.num_colours)
     colour_values[lp.colours] = np.clip(solution.primal[lp.colour_columns], 0.0, 1.0)
     return Relaxation(graph, lp, solution, colour_values, history, time.perf_counter() - start)
+
+
+def _improving(graph, lp, solution, budget, max_token_bytes) -> np.ndarray:
+    """How much each left-out colour's full-graph price exceeds the LP's K-th largest colour
+    price (0 where it cannot lower the LP, and for colours over the length cap)."""
+    excess = dropped_colour_excess(graph, lp, solution.duals, budget)
+    if max_token_bytes is not None:
+        excess[graph.colour_lengths > max_token_bytes] = 0.0
+    return excess
+
+
+def _solve_round(lp, solver, time_limit, tolerance, threads, start_point, history, bar) -> Solution:
+    """One solve of column generation, recorded in `history` and on the progress bar."""
+    bar.set_postfix(variables=lp.shape[1], nonzeros=lp.matrix.nnz)
+    solution = solve(lp, solver, time_limit=time_limit, tolerance=tolerance, threads=threads,
+                     warm_start=start_point)
+    bar.update()
+    history.append({
+        "round": len(history), **lp.size(), "status": solution.status, "tolerance": tolerance,
+        "seconds": round(solution.seconds, 3), "iterations": solution.iterations,
+        "objective": solution.objective, "warm_started": solution.warm_started,
+    })
+    return solution
 
 
 def _edge_map(graph: TokenisationGraph, lp: LinearProgram) -> np.ndarray:

@@ -17,9 +17,10 @@ import importlib.util
 import os
 import shutil
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
+import scipy.sparse
 
 from polytok.errors import ConfigError, SolverError
 from polytok.lp.graph import LinearProgram
@@ -99,16 +100,81 @@ def solve(
                 f"{lp.shape[1]} variables and {lp.shape[0]} rows"
             )
     start = time.perf_counter()
+    merged = SingleEdgeColours(lp)
+    inner = merged.lp
+    if warm_start is not None:
+        warm_start = merged.compress(*warm_start)
     if backend.startswith("highs"):
-        solution = _solve_highs(lp, backend, time_limit, tolerance, threads, progress)
+        solution = _solve_highs(inner, backend, time_limit, tolerance, threads, progress)
     elif backend == "pdlp":
-        solution = _solve_pdlp(lp, time_limit, tolerance, threads, progress, warm_start)
+        solution = _solve_pdlp(inner, time_limit, tolerance, threads, progress, warm_start)
     else:
-        solution = _solve_cuopt(lp, time_limit, tolerance, progress)
+        solution = _solve_cuopt(inner, time_limit, tolerance, progress)
+    if len(solution.primal) == inner.shape[1] and len(solution.duals) == inner.shape[0]:
+        solution.primal, solution.duals = merged.expand(solution.primal, solution.duals)
+        solution.residuals.update(_residuals(lp, solution.primal))
     solution.seconds = time.perf_counter() - start
     if solution.duals.shape != (lp.shape[0],) or not np.all(np.isfinite(solution.duals)):
         raise SolverError(f"{backend} returned no usable dual vector (status {solution.status})")
     return solution
+
+
+class SingleEdgeColours:
+    """Presolve: a colour with one priced edge e has c_t = p_e at every optimum (c_t appears
+    only in p_e <= c_t and in the budget), so its column and capacity row go, and p_e enters the
+    budget row itself. At 1 MB with every colour that is 2/3 of the colours. Exact both ways:
+    the expanded primal sets c_t = p_e, and the expanded duals give the capacity row of e the
+    budget row's dual, which leaves every reduced cost, and so the dual bound, unchanged."""
+
+    def __init__(self, lp: LinearProgram):
+        self.original = lp
+        self.lp = lp
+        rows, columns = lp.shape
+        colour_base = lp.num_free + lp.num_priced
+        if (rows, columns) != (lp.num_flow_rows + lp.num_priced + 1, colour_base + lp.num_colours):
+            return  # not the LP graph.py builds (a test's variant, say): solved as it is
+        per_colour = np.bincount(lp.priced_colour, minlength=lp.num_colours)
+        # A colour that costs something itself is not free to follow its edge's flow.
+        single_edge = (per_colour[lp.priced_colour] == 1) & (lp.objective[colour_base + lp.priced_colour] == 0)
+        self.edges = np.flatnonzero(single_edge)
+        """Priced edges (0-based among the priced) whose colour has no other edge."""
+        if len(self.edges) == 0:
+            return
+        keep_columns = np.ones(columns, dtype=bool)
+        keep_columns[colour_base + lp.priced_colour[self.edges]] = False
+        keep_rows = np.ones(rows, dtype=bool)
+        keep_rows[lp.num_flow_rows + self.edges] = False
+        self.keep_columns, self.keep_rows = keep_columns, keep_rows
+        matrix = lp.matrix[keep_rows][:, keep_columns]
+        # The budget row is the last row of both; its new entries are the single edges' flows.
+        budget_entries = scipy.sparse.csr_matrix(
+            (np.ones(len(self.edges)), (np.full(len(self.edges), matrix.shape[0] - 1), lp.num_free + self.edges)),
+            shape=matrix.shape,
+        )
+        self.lp = replace(
+            lp, matrix=(matrix + budget_entries).tocsr(), objective=lp.objective[keep_columns],
+            row_lower=lp.row_lower[keep_rows], row_upper=lp.row_upper[keep_rows],
+        )
+
+    def compress(self, primal: np.ndarray, duals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """A point of the original LP as a point of the presolved one."""
+        if self.lp is self.original:
+            return primal, duals
+        return primal[self.keep_columns], duals[self.keep_rows]
+
+    def expand(self, primal: np.ndarray, duals: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """A point of the presolved LP as a point of the original one (see the class note)."""
+        if self.lp is self.original:
+            return primal, duals
+        lp = self.original
+        full_primal = np.zeros(lp.shape[1])
+        full_primal[self.keep_columns] = primal
+        flows = full_primal[lp.num_free + self.edges]
+        full_primal[lp.num_free + lp.num_priced + lp.priced_colour[self.edges]] = flows
+        full_duals = np.zeros(lp.shape[0])
+        full_duals[self.keep_rows] = duals
+        full_duals[lp.num_flow_rows + self.edges] = duals[-1]
+        return full_primal, full_duals
 
 
 def _residuals(lp: LinearProgram, primal: np.ndarray) -> dict[str, float]:

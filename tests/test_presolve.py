@@ -1,0 +1,45 @@
+"""The single-edge-colour presolve is exact: the same optimum, a feasible expanded primal, and
+expanded duals whose certified bound equals the optimum."""
+import numpy as np
+import pytest
+
+from polytok.lp import TokenisationGraph, matrix_bound, solve
+from polytok.lp.solvers import SingleEdgeColours, _residuals, _solve_highs
+from test_bound import excerpt_counts, random_counts
+
+
+@pytest.mark.parametrize("seed", range(15))
+def test_presolved_lp_has_the_same_optimum_and_its_expanded_point_is_optimal(seed):
+    graph = TokenisationGraph(random_counts(seed))
+    lp = graph.linear_program(seed % 4)
+    presolve = SingleEdgeColours(lp)
+    unpresolved = _solve_highs(lp, "highs", None, 1e-9, 1, False)
+    solved = solve(lp, "highs")
+    assert solved.objective == pytest.approx(unpresolved.objective, abs=1e-9)
+    assert max(_residuals(lp, solved.primal).values()) <= 1e-9
+    assert lp.objective @ solved.primal + lp.constant == pytest.approx(unpresolved.objective, abs=1e-9)
+    assert matrix_bound(lp, solved.duals) == pytest.approx(unpresolved.objective, rel=1e-6, abs=1e-6)
+    # The eliminated colours follow their single edge.
+    colour_of = lp.num_free + lp.num_priced + lp.priced_colour[presolve.edges]
+    assert np.array_equal(solved.primal[colour_of], solved.primal[lp.num_free + presolve.edges])
+
+
+def test_presolve_removes_the_single_edge_colours_of_a_real_lp():
+    graph = TokenisationGraph(excerpt_counts(4000))
+    lp = graph.linear_program(48)
+    presolve = SingleEdgeColours(lp)
+    per_colour = np.bincount(lp.priced_colour, minlength=lp.num_colours)
+    single = int((per_colour == 1).sum())
+    assert single > lp.num_colours // 3
+    assert presolve.lp.shape == (lp.shape[0] - single, lp.shape[1] - single)
+    # compress then expand keeps every kept entry and fills the eliminated ones consistently.
+    rng = np.random.default_rng(0)
+    primal, duals = rng.random(lp.shape[1]), -rng.random(lp.shape[0])
+    small = presolve.compress(primal, duals)
+    back_primal, back_duals = presolve.expand(*small)
+    assert np.array_equal(back_primal[presolve.keep_columns], primal[presolve.keep_columns])
+    assert np.array_equal(back_duals[presolve.keep_rows], duals[presolve.keep_rows])
+    assert np.all(back_duals[lp.num_flow_rows + presolve.edges] == duals[-1])
+    # The reduced costs of kept columns are the same in both LPs for expanded duals.
+    assert np.allclose((lp.objective - lp.matrix.T @ back_duals)[presolve.keep_columns],
+                       presolve.lp.objective - presolve.lp.matrix.T @ small[1])
