@@ -13,7 +13,8 @@ def test_presolved_lp_has_the_same_optimum_and_its_expanded_point_is_optimal(see
     graph = TokenisationGraph(random_counts(seed))
     lp = graph.linear_program(seed % 4)
     presolve = SingleEdgeColours(lp)
-    unpresolved = _solve_highs(lp, "highs", None, 1e-9, 1, False)
+    unpresolved = _solve_highs(lp, "highs", None, 1e-9, None, False)
+    assert unpresolved.status == "Optimal"
     solved = solve(lp, "highs")
     assert solved.objective == pytest.approx(unpresolved.objective, abs=1e-9)
     assert max(_residuals(lp, solved.primal).values()) <= 1e-9
