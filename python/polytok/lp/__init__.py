@@ -102,14 +102,13 @@ def relax(
         final = round_number == rounds
         solution = _solve_round(lp, solver, time_limit, tolerance if final else screening, threads,
                                 start_point, history, bar)
-        excess = _improving(graph, lp, solution, budget, max_token_bytes)
+        excess = _improving(graph, lp, solution, budget, max_token_bytes, history)
         if not final and not excess.any() and screening > tolerance:
             # Nothing to add: finish this LP at the final tolerance from where it stopped.
             resume = (solution.primal, solution.duals) if warm_start else None
             solution = _solve_round(lp, solver, time_limit, tolerance, threads, resume, history, bar)
-            excess = _improving(graph, lp, solution, budget, max_token_bytes)
+            excess = _improving(graph, lp, solution, budget, max_token_bytes, history)
             final = True
-        history[-1]["improving_colours"] = int(np.count_nonzero(excess))
         bar.set_postfix(status=solution.status, improving_colours=history[-1]["improving_colours"])
         if final or not excess.any():
             break
@@ -123,12 +122,14 @@ def relax(
     return Relaxation(graph, lp, solution, colour_values, history, time.perf_counter() - start)
 
 
-def _improving(graph, lp, solution, budget, max_token_bytes) -> np.ndarray:
+def _improving(graph, lp, solution, budget, max_token_bytes, history) -> np.ndarray:
     """How much each left-out colour's full-graph price exceeds the LP's K-th largest colour
-    price (0 where it cannot lower the LP, and for colours over the length cap)."""
+    price (0 where it cannot lower the LP, and for colours over the length cap); their number
+    goes into the latest round of `history`."""
     excess = dropped_colour_excess(graph, lp, solution.duals, budget)
     if max_token_bytes is not None:
         excess[graph.colour_lengths > max_token_bytes] = 0.0
+    history[-1]["improving_colours"] = int(np.count_nonzero(excess))
     return excess
 
 
