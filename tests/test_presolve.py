@@ -35,12 +35,19 @@ def test_presolve_removes_the_single_edge_colours_of_a_real_lp():
     assert presolve.lp.shape == (lp.shape[0] - single, lp.shape[1] - single)
     # compress then expand keeps every kept entry and fills the eliminated ones consistently.
     rng = np.random.default_rng(0)
-    primal, duals = rng.random(lp.shape[1]), -rng.random(lp.shape[0])
-    small = presolve.compress(primal, duals)
-    back_primal, back_duals = presolve.expand(*small)
-    assert np.array_equal(back_primal[presolve.keep_columns], primal[presolve.keep_columns])
-    assert np.array_equal(back_duals[presolve.keep_rows], duals[presolve.keep_rows])
-    assert np.all(back_duals[lp.num_flow_rows + presolve.edges] == duals[-1])
-    # The reduced costs of kept columns are the same in both LPs for expanded duals.
-    assert np.allclose((lp.objective - lp.matrix.T @ back_duals)[presolve.keep_columns],
-                       presolve.lp.objective - presolve.lp.matrix.T @ small[1])
+    for scale in (0.1, 1.0, 30.0):
+        primal, duals = rng.random(lp.shape[1]), rng.normal(0, scale, lp.shape[0])
+        small = presolve.compress(primal, duals)
+        back_primal, back_duals = presolve.expand(*small)
+        assert np.array_equal(back_primal[presolve.keep_columns], primal[presolve.keep_columns])
+        assert np.array_equal(back_duals[presolve.keep_rows], duals[presolve.keep_rows])
+        colours = lp.num_free + lp.num_priced + lp.priced_colour[presolve.edges]
+        assert np.array_equal(back_primal[colours], back_primal[lp.num_free + presolve.edges])
+        # Any duals of the presolved LP certify the same bound on the original once expanded.
+        assert matrix_bound(lp, back_duals) == pytest.approx(matrix_bound(presolve.lp, small[1]), rel=1e-8)  # up to the rounding margin
+    # At the optimum the eliminated colours are priced at their full saving, never below the
+    # budget's dual: a useful colour is not priced at 0 just because the budget is slack.
+    solved = solve(lp, "highs")
+    prices = -solved.duals[lp.num_flow_rows + presolve.edges]
+    assert np.all(prices >= -solved.duals[-1] - 1e-9)
+    assert np.all(prices >= -1e-9)

@@ -123,8 +123,8 @@ class SingleEdgeColours:
     """Presolve: a colour with one priced edge e has c_t = p_e at every optimum (c_t appears
     only in p_e <= c_t and in the budget), so its column and capacity row go, and p_e enters the
     budget row itself. At 1 MB with every colour that is 2/3 of the colours. Exact both ways:
-    the expanded primal sets c_t = p_e, and the expanded duals give the capacity row of e the
-    budget row's dual, which leaves every reduced cost, and so the dual bound, unchanged."""
+    the expanded primal sets c_t = p_e, and the expanded duals (see `expand`) give the same
+    dual bound."""
 
     def __init__(self, lp: LinearProgram):
         self.original = lp
@@ -173,7 +173,17 @@ class SingleEdgeColours:
         full_primal[lp.num_free + lp.num_priced + lp.priced_colour[self.edges]] = flows
         full_duals = np.zeros(lp.shape[0])
         full_duals[self.keep_rows] = duals
-        full_duals[lp.num_flow_rows + self.edges] = duals[-1]
+        # The edge's capacity dual -mu_e may be anything from the budget dual -lambda down to
+        # -(lambda + the edge's saving); the bound is the same throughout. The saving end gives
+        # the colour its full Lagrangian price, which price rounding and the full-graph
+        # certification read; the lambda end would price a useful colour at 0 when the budget
+        # is slack.
+        # The budget row is a <= row: a positive dual there counts as 0 (bound.project_duals).
+        signed = duals.copy()
+        signed[-1] = min(signed[-1], 0.0)
+        columns = lp.num_free + self.edges
+        reduced = self.lp.objective[columns] - self.lp.matrix[:, columns].T @ signed
+        full_duals[lp.num_flow_rows + self.edges] = signed[-1] + np.minimum(reduced, 0.0)
         return full_primal, full_duals
 
 
