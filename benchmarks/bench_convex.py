@@ -129,11 +129,11 @@ def main() -> None:
     parser.add_argument("--sizes", default="1e5,1e6,5e6")
     parser.add_argument("--budgets", default="1024,4096,8192")
     parser.add_argument("--solvers", default="pdlp")
-    parser.add_argument("--rounds", type=int, default=2)
+    parser.add_argument("--rounds", type=int, default=1, help="rounds of column generation")
     parser.add_argument("--initial-per-budget", type=float, default=4.0,
                         help="first LP holds this many x K colours of largest potential saving (0: all)")
     parser.add_argument("--time-limit", type=float, default=None, help="seconds per LP solve")
-    parser.add_argument("--steps", type=int, default=5, help="subgradient steps on the full graph")
+    parser.add_argument("--steps", type=int, default=30, help="subgradient steps on the full graph")
     parser.add_argument("--json", default=None)
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--size", type=int)
