@@ -169,6 +169,22 @@ def test_train_returns_a_certified_tokenizer(tmp_path):
     assert np.isclose(Certificate.from_dict(loaded.certificate).bound, certificate.bound)
 
 
+def test_pdlp_training_does_not_depend_on_the_thread_count():
+    """PDLP shards its sums in a fixed number of pieces, so 1, 2 and 3 threads iterate alike:
+    the same vocabulary and the same certificate (its solve time aside)."""
+    pytest.importorskip("ortools")
+    texts = excerpt(3000)
+    runs = []
+    for threads in (1, 2, 3):
+        tokenizer = polytok.train(texts, algorithm="convex", vocab_size=256 + 60, solver="pdlp",
+                                  num_threads=threads, initial_colours=80, rounds=1)
+        certificate = dict(tokenizer.certificate)
+        certificate.pop("seconds")
+        runs.append(([tokenizer.token_bytes(i) for i in range(tokenizer.vocab_size)], certificate,
+                     tokenizer.training))
+    assert runs[0] == runs[1] == runs[2]
+
+
 @pytest.fixture(scope="module")
 def convex_tokenizer():
     texts = excerpt(1500)

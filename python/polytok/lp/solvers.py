@@ -25,6 +25,9 @@ import scipy.sparse
 from polytok.errors import ConfigError, SolverError
 from polytok.lp.graph import LinearProgram
 
+PDLP_SHARDS = 32
+"""PDLP work units: enough for 8 threads to balance, fixed so results do not depend on threads."""
+
 SOLVERS = ("auto", "highs", "highs-ipm", "highs-pdlp", "pdlp", "cuopt")
 
 
@@ -290,6 +293,9 @@ def _solve_pdlp(lp, time_limit, tolerance, threads, progress, warm_start=None) -
     if time_limit is not None:
         params.termination_criteria.time_sec_limit = float(time_limit)
     params.num_threads = int(threads or min(4, os.cpu_count() or 1))
+    # A fixed shard count fixes the order of every sharded sum, so the iterates (and the
+    # vocabulary rounded from them) are the same whatever the number of threads.
+    params.num_shards = PDLP_SHARDS
     params.verbosity_level = 2 if progress else 0
     initial = None
     if warm_start is not None:
