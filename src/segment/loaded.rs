@@ -19,36 +19,37 @@ use pyo3::prelude::*;
 use rustc_hash::FxHashMap;
 
 use super::encoder::Encoder;
+use super::normalize::{Part, SentencePieceNormalizer};
 use super::Segmenter;
 
 const NONE: u32 = u32::MAX;
 
-/// The byte length of the character starting at `text[at]` (1 for a byte that starts none).
-/// The byte length of the character whose first byte is `lead`, in valid UTF-8.
+/// The byte length of the UTF-8 character starting at `text[at]`, or None if the bytes there
+/// are not one (what `std::str::from_utf8` accepts, checked inline: this runs per character).
 #[inline]
-fn valid_char_len(lead: u8) -> usize {
-    match lead {
-        0x00..=0x7f => 1,
-        0xc0..=0xdf => 2,
-        0xe0..=0xef => 3,
-        _ => 4,
-    }
+pub(super) fn utf8_char_len(text: &[u8], at: usize) -> Option<usize> {
+    // Lead byte -> length and the range of the second byte (which rules out overlong forms,
+    // surrogates and code points above U+10FFFF).
+    let (length, low, high) = match text[at] {
+        0x00..=0x7f => return Some(1),
+        0xc2..=0xdf => (2, 0x80, 0xbf),
+        0xe0 => (3, 0xa0, 0xbf),
+        0xe1..=0xec | 0xee..=0xef => (3, 0x80, 0xbf),
+        0xed => (3, 0x80, 0x9f),
+        0xf0 => (4, 0x90, 0xbf),
+        0xf1..=0xf3 => (4, 0x80, 0xbf),
+        0xf4 => (4, 0x80, 0x8f),
+        _ => return None,
+    };
+    let bytes = text.get(at..at + length)?;
+    let second_fits = (low..=high).contains(&bytes[1]);
+    (second_fits && bytes[2..].iter().all(|&byte| byte & 0xc0 == 0x80)).then_some(length)
 }
 
+/// The byte length of the character starting at `text[at]` (1 for a byte that starts none).
 #[inline]
 fn char_len(text: &[u8], at: usize) -> usize {
-    let len = match text[at] {
-        0x00..=0x7f => return 1,
-        0xc2..=0xdf => 2,
-        0xe0..=0xef => 3,
-        0xf0..=0xf4 => 4,
-        _ => return 1,
-    };
-    if at + len <= text.len() && std::str::from_utf8(&text[at..at + len]).is_ok() {
-        len
-    } else {
-        1
-    }
+    utf8_char_len(text, at).unwrap_or(1)
 }
 
 /// What becomes of characters outside the vocabulary: their byte tokens, else the unknown token.
@@ -98,35 +99,54 @@ impl Strings {
     }
 }
 
+/// A path score: SentencePiece sums in f32, HF in f64, and the last bit decides ties.
+pub trait Score: Copy + PartialOrd + std::ops::Add<Output = Self> + Send + Sync + 'static {
+    const ZERO: Self;
+    fn from_f64(value: f64) -> Self;
+}
+
+impl Score for f32 {
+    const ZERO: Self = 0.0;
+    fn from_f64(value: f64) -> Self {
+        value as f32
+    }
+}
+
+impl Score for f64 {
+    const ZERO: Self = 0.0;
+    fn from_f64(value: f64) -> Self {
+        value
+    }
+}
+
 /// A byte trie of the lattice strings: walking a word from a start position visits every token
 /// that starts there, shortest first, and stops as soon as no token continues. It is a double
-/// array: the child of slot `s` by byte `b` is slot `base(s) + b` if that slot's parent is `s`,
-/// so a step is one load of one small slot (the walk is bound by memory latency).
-struct Trie {
-    slots: Vec<TrieSlot>,
-    /// (id, score) of the tokens, indexed by `TrieSlot::token`.
-    tokens: Vec<(u32, f64)>,
+/// array: the child of slot `s` by byte `b` is slot `base(s) + b` if that slot's parent is `s`.
+/// A slot also holds the token that ends there, so a step of the walk is one load of one
+/// 16-byte slot (the walk is bound by memory latency).
+struct Trie<S> {
+    slots: Vec<TrieSlot<S>>,
 }
 
 #[derive(Clone, Copy)]
-struct TrieSlot {
+struct TrieSlot<S> {
     /// The slot this one is a child of (NONE: free; the root is its own parent).
     parent: u32,
-    /// Where this slot's children start (child by byte b: base + b).
+    /// Where this slot's children start (child by byte b: base + b); 0: no children.
     base: u32,
-    /// Index into `tokens`, or NONE if no token ends here.
-    token: u32,
+    /// The id of the token that ends here, or NONE.
+    id: u32,
+    score: S,
 }
 
-const FREE: TrieSlot = TrieSlot { parent: NONE, base: 0, token: NONE };
+impl<S: Score> Trie<S> {
+    const FREE: TrieSlot<S> = TrieSlot { parent: NONE, base: 0, id: NONE, score: S::ZERO };
 
-impl Trie {
     fn new(entries: &[(Vec<u8>, u32, f64)]) -> Self {
         // First a plain trie (node -> sorted children), then each node's children are placed in
         // the double array at the lowest base where all their slots are free.
         let mut children: Vec<Vec<(u8, u32)>> = vec![Vec::new()];
-        let mut token_of: Vec<u32> = vec![NONE];
-        let mut tokens: Vec<(u32, f64)> = Vec::new();
+        let mut token_of: Vec<(u32, S)> = vec![(NONE, S::ZERO)];
         for (text, id, score) in entries {
             let mut node = 0usize;
             for &byte in text {
@@ -136,18 +156,18 @@ impl Trie {
                         let child = children.len();
                         children[node].push((byte, child as u32));
                         children.push(Vec::new());
-                        token_of.push(NONE);
+                        token_of.push((NONE, S::ZERO));
                         child
                     }
                 };
             }
             // The first of two equal strings keeps its id, as a string -> id table would.
-            if token_of[node] == NONE {
-                token_of[node] = tokens.len() as u32;
-                tokens.push((*id, *score));
+            if token_of[node].0 == NONE {
+                token_of[node] = (*id, S::from_f64(*score));
             }
         }
-        let mut slots = vec![TrieSlot { parent: 0, base: 0, token: token_of[0] }];
+        let slot_of_node = |node: usize, parent: u32| TrieSlot { parent, base: 0, id: token_of[node].0, score: token_of[node].1 };
+        let mut slots = vec![slot_of_node(0, 0)];
         let mut slot_of = vec![0u32; children.len()];
         let mut first_free = 1usize;
         let mut queue = std::collections::VecDeque::from([0usize]);
@@ -169,19 +189,22 @@ impl Trie {
             for &(byte, child) in kids {
                 let slot = base + byte as usize;
                 if slot >= slots.len() {
-                    slots.resize(slot + 1, FREE);
+                    slots.resize(slot + 1, Self::FREE);
                 }
-                slots[slot] = TrieSlot { parent, base: 0, token: token_of[child as usize] };
+                slots[slot] = slot_of_node(child as usize, parent);
                 slot_of[child as usize] = slot as u32;
                 queue.push_back(child as usize);
             }
         }
         // Room for any byte after the last base, so a lookup never runs off the end.
-        slots.resize(slots.len() + 256, FREE);
-        Trie { slots, tokens }
+        slots.resize(slots.len() + 256, Self::FREE);
+        Trie { slots }
     }
+}
 
-    #[inline]
+/// Single steps, for checking the trie (the Viterbi walk inlines them).
+#[cfg(test)]
+impl<S: Score> Trie<S> {
     fn child(&self, slot: u32, byte: u8) -> Option<u32> {
         let base = self.slots[slot as usize].base;
         if base == 0 {
@@ -192,10 +215,9 @@ impl Trie {
     }
 
     /// The (id, score) of the token ending at `slot`, if one does.
-    #[inline]
-    fn token(&self, slot: u32) -> Option<(u32, f64)> {
-        let token = self.slots[slot as usize].token;
-        (token != NONE).then(|| self.tokens[token as usize])
+    fn token(&self, slot: u32) -> Option<(u32, S)> {
+        let slot = &self.slots[slot as usize];
+        (slot.id != NONE).then_some((slot.id, slot.score))
     }
 }
 
@@ -337,88 +359,115 @@ impl Segmenter for CharMerges {
 
 // ---- Unigram -------------------------------------------------------------------------------
 
-/// Unigram's best segmentation over the lattice of vocabulary strings.
-pub struct CharViterbi {
-    lattice: Trie,
+/// Unigram's best segmentation over the lattice of vocabulary strings, summing scores in `S`.
+pub struct CharViterbi<S> {
+    lattice: Trie<S>,
+    /// Every lattice string is UTF-8, so each match ends on a character boundary.
+    strings_are_utf8: bool,
     unknowns: Unknowns,
-    unk_score: f64,
-    /// Path scores are summed in f32, as SentencePiece does (HF sums in f64); equal-looking
-    /// paths can differ in the last bit, and that decides ties.
-    single_precision: bool,
+    unk_score: S,
 }
 
 #[derive(Clone, Copy)]
-struct Best {
-    score: f64,
-    start: usize,
+struct Best<S> {
+    score: S,
+    /// Where the best path's last token starts; NONE: no path reaches here yet.
+    start: u32,
     id: u32,
 }
 
-impl CharViterbi {
-    #[inline]
-    fn add(&self, path: f64, score: f64) -> f64 {
-        if self.single_precision {
-            (path as f32 + score as f32) as f64
-        } else {
-            path + score
+impl<S: Score> CharViterbi<S> {
+    fn new(lattice: &[(Vec<u8>, u32, f64)], unknowns: Unknowns, unk_score: f64) -> Self {
+        CharViterbi {
+            lattice: Trie::new(lattice),
+            strings_are_utf8: lattice.iter().all(|(text, _, _)| std::str::from_utf8(text).is_ok()),
+            unknowns,
+            unk_score: S::from_f64(unk_score),
         }
     }
-}
 
-impl Segmenter for CharViterbi {
-    fn segment(&self, word: &[u8], out: &mut Vec<u32>) {
-        // Valid UTF-8 (nearly always) lets a character's length come from its first byte alone.
-        let valid = std::str::from_utf8(word).is_ok();
-        let char_len = |at: usize| if valid { valid_char_len(word[at]) } else { char_len(word, at) };
+    /// Forward pass: `best[end]` becomes the best path to each character boundary. With
+    /// `STRINGS_ARE_UTF8` every match ends on one: a match is whole characters, and the
+    /// boundaries `char_len` finds from `start` run through them (an invalid byte in the word
+    /// is a character of its own that no UTF-8 string matches). Otherwise ends are checked.
+    #[inline(always)]
+    fn forward<const STRINGS_ARE_UTF8: bool>(&self, word: &[u8], best: &mut [Best<S>]) {
         let n = word.len();
-        let unset = Best { score: 0.0, start: usize::MAX, id: NONE };
-        let mut best = vec![unset; n + 1];
-        best[0].start = 0;
+        let slots = &self.lattice.slots;
+        let root_base = slots[0].base;
         let mut start = 0;
         while start < n {
             let so_far = best[start].score;
-            let first_len = char_len(start);
+            let first_len = char_len(word, start);
             let mut has_single_character = false;
-            // Candidates in order of length, as the trie's prefix search yields them; only
-            // strings that end on a character boundary count.
+            // Candidates in order of length, as the trie's prefix search yields them.
             let mut node = 0u32;
+            let mut base = root_base;
             let mut end = start;
             let mut next_boundary = start + first_len;
-            while end < n {
-                let Some(child) = self.lattice.child(node, word[end]) else { break };
-                node = child;
+            while end < n && base != 0 {
+                let next = base + word[end] as u32;
+                let slot = &slots[next as usize];
+                if slot.parent != node {
+                    break;
+                }
+                node = next;
+                base = slot.base;
                 end += 1;
-                if end < next_boundary {
-                    continue;
+                if !STRINGS_ARE_UTF8 {
+                    if end < next_boundary {
+                        continue;
+                    }
+                    if end < n {
+                        next_boundary = end + char_len(word, end);
+                    }
                 }
-                if end < n {
-                    next_boundary = end + char_len(end);
-                }
-                if let Some((id, score)) = self.lattice.token(node) {
-                    let candidate = self.add(so_far, score);
+                if slot.id != NONE {
+                    let candidate = so_far + slot.score;
                     let target = &mut best[end];
-                    if target.start == usize::MAX || candidate > target.score {
-                        *target = Best { score: candidate, start, id };
+                    if target.start == NONE || candidate > target.score {
+                        *target = Best { score: candidate, start: start as u32, id: slot.id };
                     }
                     has_single_character |= end - start == first_len;
                 }
             }
             if !has_single_character {
-                let candidate = self.add(so_far, self.unk_score);
+                let candidate = so_far + self.unk_score;
                 let target = &mut best[start + first_len];
-                if target.start == usize::MAX || candidate > target.score {
-                    *target = Best { score: candidate, start, id: NONE };
+                if target.start == NONE || candidate > target.score {
+                    *target = Best { score: candidate, start: start as u32, id: NONE };
                 }
             }
             start += first_len;
+        }
+    }
+}
+
+impl<S: Score> Segmenter for CharViterbi<S> {
+    fn segment(&self, word: &[u8], out: &mut Vec<u32>) {
+        let n = word.len();
+        if n >= NONE as usize {
+            // Positions are u32: a pre-token of 4 GiB or more (whose lattice alone would take 50 GB)
+            // is cut in two at a character boundary.
+            let half = (n / 2..n).find(|&at| word[at] & 0xc0 != 0x80).unwrap_or(n / 2);
+            self.segment(&word[..half], out);
+            self.segment(&word[half..], out);
+            return;
+        }
+        let mut best = vec![Best { score: S::ZERO, start: NONE, id: NONE }; n + 1];
+        best[0].start = 0;
+        if self.strings_are_utf8 {
+            self.forward::<true>(word, &mut best);
+        } else {
+            self.forward::<false>(word, &mut best);
         }
         // Back from the end; NONE marks an unknown span.
         let mut path: Vec<(usize, usize, u32)> = Vec::new();
         let mut end = n;
         while end > 0 {
             let node = best[end];
-            path.push((node.start, end, node.id));
-            end = node.start;
+            path.push((node.start as usize, end, node.id));
+            end = node.start as usize;
         }
         path.reverse();
         let mut i = 0;
@@ -570,13 +619,13 @@ impl Encoder {
         if !unk_score.is_finite() {
             return Err(PyValueError::new_err("the unknown score must be finite"));
         }
-        let segmenter = CharViterbi {
-            lattice: Trie::new(&lattice),
-            unknowns: Unknowns::new(&byte_tokens, byte_fallback, unk, fuse_unk),
-            unk_score,
-            single_precision,
+        let unknowns = Unknowns::new(&byte_tokens, byte_fallback, unk, fuse_unk);
+        let segmenter: Box<dyn Segmenter> = if single_precision {
+            Box::new(CharViterbi::<f32>::new(&lattice, unknowns, unk_score))
+        } else {
+            Box::new(CharViterbi::<f64>::new(&lattice, unknowns, unk_score))
         };
-        Ok(Encoder::from_parts(pattern, Box::new(segmenter), tokens, Vec::new())?.dropping_unmatched())
+        Ok(Encoder::from_parts(pattern, segmenter, tokens, Vec::new())?.dropping_unmatched())
     }
 
     /// WordPiece (`pattern` as for Unigram): (text, id) `strings` include the continuation forms (e.g. "##ing").
@@ -593,6 +642,21 @@ impl Encoder {
         let entries: Vec<(Vec<u8>, u32, f64)> = strings.into_iter().map(|(t, id)| (t, id, 0.0)).collect();
         let segmenter = CharLongestMatch { tokens: self::strings(&entries), continuation, max_chars, unk };
         Ok(Encoder::from_parts(pattern, Box::new(segmenter), tokens, Vec::new())?.dropping_unmatched())
+    }
+
+    /// The ids SentencePiece gives `text` (UTF-8 bytes): `normalizer`'s output cut at its
+    /// user-defined pieces, the stretches between them segmented whole.
+    fn encode_sentencepiece(&self, py: Python<'_>, normalizer: &Bound<'_, SentencePieceNormalizer>, text: &[u8]) -> Vec<u32> {
+        let normalizer = normalizer.get();
+        py.detach(|| {
+            let normalized = normalizer.normalize_bytes(text);
+            let mut out = Vec::with_capacity(normalized.len() / 2);
+            normalizer.split_user_defined(&normalized, |part| match part {
+                Part::Text(stretch) => self.encode_ordinary_into(stretch, &mut out),
+                Part::UserDefined(id) => out.push(id),
+            });
+            out
+        })
     }
 
     /// The ids of pre-tokenised words given back to back: `data` cut at `lengths`.
@@ -644,7 +708,7 @@ mod tests {
         let words = ["a", "ab", "abc", "b", "bca", "\u{2581}the", "\u{2581}", "é", "éa", "zz", "\u{4e2d}\u{6587}"];
         let entries: Vec<(Vec<u8>, u32, f64)> =
             words.iter().enumerate().map(|(id, w)| (w.as_bytes().to_vec(), id as u32, -(id as f64))).collect();
-        let trie = Trie::new(&entries);
+        let trie = Trie::<f64>::new(&entries);
         let text = "abcabé\u{2581}theéazz\u{4e2d}\u{6587}bca".as_bytes();
         for start in 0..text.len() {
             let mut found = Vec::new();
