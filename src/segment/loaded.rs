@@ -229,13 +229,27 @@ pub struct CharMerges {
     /// The tokens that are one symbol (a character, or a byte with `byte_symbols`), by
     /// `symbol_key`: the lookup every symbol of every word makes.
     symbols: FxHashMap<u64, u32>,
+    /// `symbols` of the ASCII characters (NONE: not a token), looked up without hashing.
+    ascii_symbols: [u32; 128],
     /// Symbols are single bytes (byte-level vocabularies) instead of characters.
     byte_symbols: bool,
     /// A word that is itself a token is that token, whatever the merges say (HF's ignore_merges).
     ignore_merges: bool,
     pairs: FxHashMap<u64, (u32, u32)>,
     unknowns: Unknowns,
+    /// Whether a word may be cut before each "▁" and each stretch merged on its own: no merge
+    /// joins a symbol to a following one that starts with "▁" (SentencePiece's pieces carry it
+    /// only first), so merges never cross those cuts and stretches merge independently,
+    /// each in the order it would within the word. Shorter heaps, same ids.
+    cut_at_markers: bool,
 }
+
+/// Words of at most this many symbols merge by scanning an array of pair ranks; longer ones use
+/// a heap (the scan is quadratic, the heap's bookkeeping costs more on short words).
+const SHORT_WORD: usize = 32;
+
+/// SentencePiece's word marker, which stands for a space.
+const MARKER: &[u8] = "\u{2581}".as_bytes();
 
 /// A symbol of at most 4 bytes packed into an integer, with its length (so "a" and "a\0" differ).
 #[inline]
@@ -257,7 +271,38 @@ fn symbol_ids(entries: &[(Vec<u8>, u32, f64)], byte_symbols: bool) -> FxHashMap<
     symbols
 }
 
+/// The ids of the one-character ASCII symbols, NONE where there is none.
+fn ascii_symbols(symbols: &FxHashMap<u64, u32>) -> [u32; 128] {
+    let mut table = [NONE; 128];
+    for byte in 0..128u8 {
+        if let Some(&id) = symbols.get(&symbol_key(&[byte])) {
+            table[byte as usize] = id;
+        }
+    }
+    table
+}
+
 impl CharMerges {
+    /// Whether no merge's right side starts with the marker symbol (see `cut_at_markers`); false
+    /// if the marker is not a symbol (it could become byte tokens or part of an unknown run).
+    fn merges_stop_at_markers(symbols: &FxHashMap<u64, u32>, pairs: &FxHashMap<u64, (u32, u32)>) -> bool {
+        let Some(&marker) = symbols.get(&symbol_key(MARKER)) else { return false };
+        // The ids that can start with the marker: it, and what merges make with one on the left.
+        let mut starts_with_marker = rustc_hash::FxHashSet::from_iter([marker]);
+        loop {
+            let known = starts_with_marker.len();
+            for (&pair, &(_, merged)) in pairs {
+                if starts_with_marker.contains(&((pair >> 32) as u32)) {
+                    starts_with_marker.insert(merged);
+                }
+            }
+            if starts_with_marker.len() == known {
+                break;
+            }
+        }
+        pairs.keys().all(|&pair| !starts_with_marker.contains(&(pair as u32)))
+    }
+
     /// The first symbols of a word (HF's rule): each character's token, else its byte tokens,
     /// else the unknown token (fused with a preceding unknown if `fuse_unk`), else nothing.
     fn initial_symbols(&self, word: &[u8], ids: &mut Vec<u32>) {
@@ -267,7 +312,11 @@ impl CharMerges {
             let len = if self.byte_symbols { 1 } else { char_len(word, at) };
             let character = &word[at..at + len];
             at += len;
-            if let Some(&id) = self.symbols.get(&symbol_key(character)) {
+            let symbol = match character {
+                &[byte] if byte < 0x80 => Some(self.ascii_symbols[byte as usize]).filter(|&id| id != NONE),
+                _ => self.symbols.get(&symbol_key(character)).copied(),
+            };
+            if let Some(id) = symbol {
                 if pending_unk {
                     ids.push(self.unknowns.unk.unwrap_or(NONE));
                     pending_unk = false;
@@ -301,13 +350,87 @@ impl Segmenter for CharMerges {
                 return;
             }
         }
-        let mut ids = Vec::with_capacity(word.len());
-        self.initial_symbols(word, &mut ids);
-        let n = ids.len();
-        if n < 2 {
-            out.extend(ids);
+        if !self.cut_at_markers {
+            self.merge(word, out);
             return;
         }
+        let mut start = 0;
+        let mut at = 1;
+        while let Some(found) = word.get(at..).and_then(|rest| rest.iter().position(|&byte| byte == MARKER[0])) {
+            at += found;
+            if word[at..].starts_with(MARKER) {
+                self.merge(&word[start..at], out);
+                start = at;
+            }
+            at += 1;
+        }
+        self.merge(&word[start..], out);
+    }
+}
+
+impl CharMerges {
+    /// BPE on one word (or one stretch of it): repeatedly join the adjacent pair of lowest
+    /// rank, leftmost first.
+    fn merge(&self, word: &[u8], out: &mut Vec<u32>) {
+        let mark = out.len();
+        self.initial_symbols(word, out);
+        let n = out.len() - mark;
+        if n < 2 {
+            return;
+        }
+        if n <= SHORT_WORD {
+            self.merge_short(out, mark);
+        } else {
+            let ids = out.split_off(mark);
+            self.merge_long(ids, out);
+        }
+    }
+
+    /// `merge` on the at most `SHORT_WORD` symbols at `out[mark..]`, in place: each round scans
+    /// the ranks of the adjacent pairs (kept in an array, two looked up again per merge).
+    fn merge_short(&self, out: &mut Vec<u32>, mark: usize) {
+        let symbols = &mut out[mark..];
+        let mut len = symbols.len();
+        // pairs[i]: (rank, merged id) of symbols i and i + 1; rank NONE: no merge.
+        let mut pairs = [(NONE, NONE); SHORT_WORD];
+        for i in 0..len - 1 {
+            pairs[i] = self.join(symbols[i], symbols[i + 1]);
+        }
+        loop {
+            let mut at = 0;
+            for i in 1..len - 1 {
+                if pairs[i].0 < pairs[at].0 {
+                    at = i;
+                }
+            }
+            let (rank, merged) = pairs[at];
+            if rank == NONE {
+                break;
+            }
+            symbols[at] = merged;
+            symbols.copy_within(at + 2..len, at + 1);
+            if at + 2 < len {
+                pairs.copy_within(at + 2..len - 1, at + 1);
+            }
+            len -= 1;
+            if len < 2 {
+                break;
+            }
+            if at + 1 < len {
+                pairs[at] = self.join(merged, symbols[at + 1]);
+            } else {
+                pairs[at] = (NONE, NONE);
+            }
+            if at > 0 {
+                pairs[at - 1] = self.join(symbols[at - 1], merged);
+            }
+        }
+        out.truncate(mark + len);
+    }
+
+    /// `merge` on many symbols: a linked list of them and a heap of candidate pairs.
+    fn merge_long(&self, mut ids: Vec<u32>, out: &mut Vec<u32>) {
+        let n = ids.len();
         // A linked list of symbols and a heap of candidate pairs (rank, position); entries made
         // stale by a merge are recognised on pop because the pair at that position changed.
         let mut next: Vec<usize> = (1..=n).collect();
@@ -422,14 +545,15 @@ impl<S: Score> CharViterbi<S> {
                         next_boundary = end + char_len(word, end);
                     }
                 }
-                if slot.id != NONE {
-                    let candidate = so_far + slot.score;
-                    let target = &mut best[end];
-                    if target.start == NONE || candidate > target.score {
-                        *target = Best { score: candidate, start: start as u32, id: slot.id };
-                    }
-                    has_single_character |= end - start == first_len;
-                }
+                // Whether a token ends here is data-dependent and mispredicts as a branch; the
+                // update is a select instead (a slot without a token never wins).
+                let is_token = slot.id != NONE;
+                let candidate = so_far + slot.score;
+                let target = &mut best[end];
+                let wins = is_token & ((target.start == NONE) | (candidate > target.score));
+                let current = *target;
+                *target = if wins { Best { score: candidate, start: start as u32, id: slot.id } } else { current };
+                has_single_character |= is_token & (end - start == first_len);
             }
             if !has_single_character {
                 let candidate = so_far + self.unk_score;
@@ -589,13 +713,17 @@ impl Encoder {
             pairs.entry(((left as u64) << 32) | right as u64).or_insert((rank, merged));
         }
         let entries: Vec<(Vec<u8>, u32, f64)> = strings.into_iter().map(|(t, id)| (t, id, 0.0)).collect();
+        let symbols = symbol_ids(&entries, byte_symbols);
+        let cut_at_markers = !byte_symbols && CharMerges::merges_stop_at_markers(&symbols, &pairs);
         let segmenter = CharMerges {
             tokens: self::strings(&entries),
-            symbols: symbol_ids(&entries, byte_symbols),
+            ascii_symbols: ascii_symbols(&symbols),
+            symbols,
             byte_symbols,
             ignore_merges,
             pairs,
             unknowns: Unknowns::new(&byte_tokens, byte_fallback, unk, fuse_unk),
+            cut_at_markers,
         };
         Ok(Encoder::from_parts(pattern, Box::new(segmenter), tokens, Vec::new())?.dropping_unmatched())
     }
@@ -692,10 +820,12 @@ mod tests {
         let segmenter = CharMerges {
             tokens: strings(&entries),
             symbols: symbol_ids(&entries, false),
+            ascii_symbols: ascii_symbols(&symbol_ids(&entries, false)),
             byte_symbols: false,
             ignore_merges: false,
             pairs,
             unknowns: Unknowns::new(&[(0xc3, 10), (0xa9, 11)], true, Some(9), true),
+            cut_at_markers: false,
         };
         let mut out = Vec::new();
         segmenter.segment("abbaéb".as_bytes(), &mut out);
