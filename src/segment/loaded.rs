@@ -102,11 +102,13 @@ impl Strings {
 /// A path score: SentencePiece sums in f32, HF in f64, and the last bit decides ties.
 pub trait Score: Copy + PartialOrd + std::ops::Add<Output = Self> + Send + Sync + 'static {
     const ZERO: Self;
+    const NEG_INFINITY: Self;
     fn from_f64(value: f64) -> Self;
 }
 
 impl Score for f32 {
     const ZERO: Self = 0.0;
+    const NEG_INFINITY: Self = f32::NEG_INFINITY;
     fn from_f64(value: f64) -> Self {
         value as f32
     }
@@ -114,6 +116,7 @@ impl Score for f32 {
 
 impl Score for f64 {
     const ZERO: Self = 0.0;
+    const NEG_INFINITY: Self = f64::NEG_INFINITY;
     fn from_f64(value: f64) -> Self {
         value
     }
@@ -132,21 +135,22 @@ struct Trie<S> {
 struct TrieSlot<S> {
     /// The slot this one is a child of (NONE: free; the root is its own parent).
     parent: u32,
-    /// Where this slot's children start (child by byte b: base + b); 0: no children.
+    /// Where this slot's children start (child by byte b: base + b). A slot without children
+    /// points past the last base, where no slot has a parent, so a walk needs no other check.
     base: u32,
-    /// The id of the token that ends here, or NONE.
+    /// The id of the token that ends here, or NONE (with score -inf, so it never wins).
     id: u32,
     score: S,
 }
 
 impl<S: Score> Trie<S> {
-    const FREE: TrieSlot<S> = TrieSlot { parent: NONE, base: 0, id: NONE, score: S::ZERO };
+    const FREE: TrieSlot<S> = TrieSlot { parent: NONE, base: 0, id: NONE, score: S::NEG_INFINITY };
 
     fn new(entries: &[(Vec<u8>, u32, f64)]) -> Self {
         // First a plain trie (node -> sorted children), then each node's children are placed in
         // the double array at the lowest base where all their slots are free.
         let mut children: Vec<Vec<(u8, u32)>> = vec![Vec::new()];
-        let mut token_of: Vec<(u32, S)> = vec![(NONE, S::ZERO)];
+        let mut token_of: Vec<(u32, S)> = vec![(NONE, S::NEG_INFINITY)];
         for (text, id, score) in entries {
             let mut node = 0usize;
             for &byte in text {
@@ -156,7 +160,7 @@ impl<S: Score> Trie<S> {
                         let child = children.len();
                         children[node].push((byte, child as u32));
                         children.push(Vec::new());
-                        token_of.push((NONE, S::ZERO));
+                        token_of.push((NONE, S::NEG_INFINITY));
                         child
                     }
                 };
@@ -196,8 +200,15 @@ impl<S: Score> Trie<S> {
                 queue.push_back(child as usize);
             }
         }
-        // Room for any byte after the last base, so a lookup never runs off the end.
+        // Room for any byte after the last base, so a lookup never runs off the end; slots
+        // without children point there, where no slot has a parent.
+        let dead = slots.len() as u32;
         slots.resize(slots.len() + 256, Self::FREE);
+        for slot in &mut slots {
+            if slot.base == 0 {
+                slot.base = dead;
+            }
+        }
         Trie { slots }
     }
 }
@@ -206,11 +217,7 @@ impl<S: Score> Trie<S> {
 #[cfg(test)]
 impl<S: Score> Trie<S> {
     fn child(&self, slot: u32, byte: u8) -> Option<u32> {
-        let base = self.slots[slot as usize].base;
-        if base == 0 {
-            return None;
-        }
-        let next = base + byte as u32;
+        let next = self.slots[slot as usize].base + byte as u32;
         (self.slots[next as usize].parent == slot).then_some(next)
     }
 
@@ -485,11 +492,14 @@ impl CharMerges {
 /// Unigram's best segmentation over the lattice of vocabulary strings, summing scores in `S`.
 pub struct CharViterbi<S> {
     lattice: Trie<S>,
-    /// Every lattice string is UTF-8, so each match ends on a character boundary.
-    strings_are_utf8: bool,
     unknowns: Unknowns,
     unk_score: S,
+    /// Every score is at most `SMALL` in size, so no path's sum overflows to -inf (nor is NaN).
+    small_scores: bool,
 }
+
+/// Scores up to this size keep any sum of 2^32 of them far from overflowing, in f32 too.
+const SMALL: f64 = 1e20;
 
 #[derive(Clone, Copy)]
 struct Best<S> {
@@ -503,18 +513,20 @@ impl<S: Score> CharViterbi<S> {
     fn new(lattice: &[(Vec<u8>, u32, f64)], unknowns: Unknowns, unk_score: f64) -> Self {
         CharViterbi {
             lattice: Trie::new(lattice),
-            strings_are_utf8: lattice.iter().all(|(text, _, _)| std::str::from_utf8(text).is_ok()),
             unknowns,
             unk_score: S::from_f64(unk_score),
+            small_scores: lattice.iter().map(|&(_, _, score)| score).chain([unk_score]).all(|score| score.abs() <= SMALL),
         }
     }
 
-    /// Forward pass: `best[end]` becomes the best path to each character boundary. With
-    /// `STRINGS_ARE_UTF8` every match ends on one: a match is whole characters, and the
-    /// boundaries `char_len` finds from `start` run through them (an invalid byte in the word
-    /// is a character of its own that no UTF-8 string matches). Otherwise ends are checked.
+    /// Forward pass: `best[end]` becomes the best path to each character boundary (unreached
+    /// positions start at score -inf). A candidate wins if it scores more, or if it is a token
+    /// and nothing reached its end yet; with `SMALL_SCORES` every token's candidate is finite,
+    /// so "more than -inf" says both. A match that ends inside a character is written to a
+    /// position no path starts from or goes back through (both only visit boundaries), so it
+    /// never counts and needs no check. The walk's branches mispredict; the updates are selects.
     #[inline(always)]
-    fn forward<const STRINGS_ARE_UTF8: bool>(&self, word: &[u8], best: &mut [Best<S>]) {
+    fn forward<const SMALL_SCORES: bool>(&self, word: &[u8], best: &mut [Best<S>]) {
         let n = word.len();
         let slots = &self.lattice.slots;
         let root_base = slots[0].base;
@@ -527,8 +539,7 @@ impl<S: Score> CharViterbi<S> {
             let mut node = 0u32;
             let mut base = root_base;
             let mut end = start;
-            let mut next_boundary = start + first_len;
-            while end < n && base != 0 {
+            while end < n {
                 let next = base + word[end] as u32;
                 let slot = &slots[next as usize];
                 if slot.parent != node {
@@ -537,23 +548,13 @@ impl<S: Score> CharViterbi<S> {
                 node = next;
                 base = slot.base;
                 end += 1;
-                if !STRINGS_ARE_UTF8 {
-                    if end < next_boundary {
-                        continue;
-                    }
-                    if end < n {
-                        next_boundary = end + char_len(word, end);
-                    }
-                }
-                // Whether a token ends here is data-dependent and mispredicts as a branch; the
-                // update is a select instead (a slot without a token never wins).
-                let is_token = slot.id != NONE;
                 let candidate = so_far + slot.score;
                 let target = &mut best[end];
-                let wins = is_token & ((target.start == NONE) | (candidate > target.score));
-                let current = *target;
-                *target = if wins { Best { score: candidate, start: start as u32, id: slot.id } } else { current };
-                has_single_character |= is_token & (end - start == first_len);
+                let wins = candidate > target.score || (!SMALL_SCORES && slot.id != NONE && target.start == NONE);
+                target.score = if wins { candidate } else { target.score };
+                target.start = if wins { start as u32 } else { target.start };
+                target.id = if wins { slot.id } else { target.id };
+                has_single_character |= (slot.id != NONE) & (end - start == first_len);
             }
             if !has_single_character {
                 let candidate = so_far + self.unk_score;
@@ -578,9 +579,9 @@ impl<S: Score> Segmenter for CharViterbi<S> {
             self.segment(&word[half..], out);
             return;
         }
-        let mut best = vec![Best { score: S::ZERO, start: NONE, id: NONE }; n + 1];
-        best[0].start = 0;
-        if self.strings_are_utf8 {
+        let mut best = vec![Best { score: S::NEG_INFINITY, start: NONE, id: NONE }; n + 1];
+        best[0] = Best { score: S::ZERO, start: 0, id: NONE };
+        if self.small_scores {
             self.forward::<true>(word, &mut best);
         } else {
             self.forward::<false>(word, &mut best);
@@ -808,7 +809,123 @@ impl Encoder {
 
 #[cfg(test)]
 mod tests {
+    use super::super::rng::SplitMix64;
     use super::*;
+
+    /// The inline character length agrees with `std::str::from_utf8` on every lead byte, every
+    /// second byte and the edges of the continuation range, truncated or not.
+    #[test]
+    fn utf8_char_len_agrees_with_from_utf8() {
+        for lead in 0..=255u8 {
+            for second in 0..=255u8 {
+                for rest in [[0x80, 0x80], [0xbf, 0xbf], [0x80, 0x41], [0xc0, 0x80], [0xbf, 0x7f]] {
+                    let bytes = [lead, second, rest[0], rest[1]];
+                    for available in 1..=4 {
+                        let text = &bytes[..available];
+                        let expected = (1..=available).find(|&length| std::str::from_utf8(&text[..length]).is_ok());
+                        // from_utf8 accepts a shorter prefix only if that prefix is the whole character.
+                        let expected = expected.filter(|&length| length == 1 || text[0] >= 0x80);
+                        assert_eq!(utf8_char_len(text, 0), expected, "{text:x?}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// A BPE segmenter over the letters a-d and "▁" whose merges make every string of up to 3
+    /// symbols, with scrambled ranks; `right_marker` adds merges whose right side starts with "▁".
+    fn letter_merges(right_marker: bool) -> CharMerges {
+        let letters = ["a", "b", "c", "d", "\u{2581}"];
+        let mut texts: Vec<String> = letters.iter().map(|l| l.to_string()).collect();
+        let mut merges = Vec::new();
+        let mut rng = SplitMix64::new(7);
+        // The marker (symbol 4) is a right side only with `right_marker`.
+        let rights = if right_marker { letters.len() } else { letters.len() - 1 };
+        for left in 0..letters.len() {
+            for right in 0..rights {
+                let joined = format!("{}{}", texts[left], texts[right]);
+                if rng.next_f64() < 0.3 {
+                    continue;
+                }
+                texts.push(joined);
+                merges.push((left as u32, right as u32, texts.len() as u32 - 1));
+            }
+        }
+        for (_, _, merged) in merges.clone() {
+            for last in 0..rights as u32 {
+                if rng.next_f64() < 0.5 {
+                    texts.push(format!("{}{}", texts[merged as usize], texts[last as usize]));
+                    merges.push((merged, last, texts.len() as u32 - 1));
+                }
+            }
+        }
+        let entries: Vec<(Vec<u8>, u32, f64)> =
+            texts.iter().enumerate().map(|(id, text)| (text.as_bytes().to_vec(), id as u32, 0.0)).collect();
+        let mut pairs = FxHashMap::default();
+        for (&(left, right, merged), rank) in merges.iter().zip((0..merges.len() as u32).map(|k| (k * 7919) % 64)) {
+            pairs.entry(((left as u64) << 32) | right as u64).or_insert((rank, merged));
+        }
+        let symbols = symbol_ids(&entries, false);
+        let cut_at_markers = CharMerges::merges_stop_at_markers(&symbols, &pairs);
+        CharMerges {
+            tokens: strings(&entries),
+            ascii_symbols: ascii_symbols(&symbols),
+            symbols,
+            byte_symbols: false,
+            ignore_merges: false,
+            pairs,
+            unknowns: Unknowns::new(&[], false, Some(999), true),
+            cut_at_markers,
+        }
+    }
+
+    fn random_word(rng: &mut SplitMix64, length: usize) -> Vec<u8> {
+        let alphabet = ["a", "b", "c", "d", "\u{2581}", "x"];
+        (0..length).flat_map(|_| alphabet[(rng.next_u64() % 6) as usize].bytes()).collect()
+    }
+
+    /// Short words merge by scanning, long ones with the heap, and a word may be cut before
+    /// each "▁" only when no merge joins across it: all give what the plain heap merge gives.
+    #[test]
+    fn merge_shortcuts_give_the_heap_merge() {
+        let mut rng = SplitMix64::new(1);
+        for right_marker in [false, true] {
+            let mut segmenter = letter_merges(right_marker);
+            assert_eq!(segmenter.cut_at_markers, !right_marker);
+            for _ in 0..3000 {
+                let length = (rng.next_u64() % 80) as usize + 1;
+                let word = random_word(&mut rng, length);
+                let mut expected = Vec::new();
+                segmenter.initial_symbols(&word, &mut expected);
+                let mut heap = Vec::new();
+                segmenter.merge_long(expected, &mut heap);
+                let mut out = vec![12345];
+                segmenter.segment(&word, &mut out);
+                assert_eq!(&out[1..], &heap[..], "{}", String::from_utf8_lossy(&word));
+                segmenter.cut_at_markers = false;
+                let mut uncut = Vec::new();
+                segmenter.segment(&word, &mut uncut);
+                assert_eq!(uncut, heap);
+                segmenter.cut_at_markers = !right_marker;
+            }
+        }
+    }
+
+    /// A lattice string that is half a character matches inside that character, and the
+    /// match must not count; the same bytes as two invalid one-byte characters are its match.
+    #[test]
+    fn viterbi_matches_only_whole_characters() {
+        // The half of 中 scores best; then an unknown byte (-0.5) would beat 中 (-1.375).
+        let lattice: Vec<(Vec<u8>, u32, f64)> = vec![
+            ("a".into(), 0, -1.0),
+            ("中".into(), 1, -1.375),
+            ("中".as_bytes()[..2].to_vec(), 2, -0.001),
+        ];
+        let segmenter = CharViterbi::<f32>::new(&lattice, Unknowns::new(&[], false, Some(99), true), -0.5);
+        let mut out = Vec::new();
+        segmenter.segment(&["中a".as_bytes(), b"\xe4\xb8", "中".as_bytes()].concat(), &mut out);
+        assert_eq!(out, vec![1, 0, 2, 1]);
+    }
 
     #[test]
     fn char_merges_replays_by_rank_and_falls_back_to_bytes() {
@@ -855,6 +972,22 @@ mod tests {
                 .collect();
             assert_eq!(found, expected, "start {start}");
         }
+    }
+
+    /// A token whose score is -inf (or so large that sums overflow) is still taken when it
+    /// is the only way through, as SentencePiece takes it: such lattices use the checked walk.
+    #[test]
+    fn viterbi_takes_the_only_path_whatever_its_score() {
+        let lattice: Vec<(Vec<u8>, u32, f64)> =
+            vec![("a".into(), 0, f64::NEG_INFINITY), ("b".into(), 1, -1e38), ("ab".into(), 2, -3e38)];
+        let segmenter = CharViterbi::<f32>::new(&lattice, Unknowns::new(&[], false, Some(99), true), -1.0);
+        assert!(!segmenter.small_scores);
+        let mut out = Vec::new();
+        segmenter.segment(b"aabbab", &mut out);
+        // Every path scores -inf; at each end the first candidate to arrive stays.
+        assert_eq!(out, vec![0, 2, 1, 2]);
+        let small: Vec<(Vec<u8>, u32, f64)> = vec![("a".into(), 0, -1e20), ("ab".into(), 1, -0.5e20)];
+        assert!(CharViterbi::<f32>::new(&small, Unknowns::new(&[], false, Some(99), true), -1.0).small_scores);
     }
 
     #[test]
