@@ -125,8 +125,7 @@ impl Score for f64 {
 /// A byte trie of the lattice strings: walking a word from a start position visits every token
 /// that starts there, shortest first, and stops as soon as no token continues. It is a double
 /// array: the child of slot `s` by byte `b` is slot `base(s) + b` if that slot's parent is `s`.
-/// A slot also holds the token that ends there, so a step of the walk is one load of one
-/// 16-byte slot (the walk is bound by memory latency).
+/// A slot also holds the token that ends there, so a step of the walk loads one slot.
 struct Trie<S> {
     slots: Vec<TrieSlot<S>>,
 }
@@ -173,21 +172,26 @@ impl<S: Score> Trie<S> {
         let slot_of_node = |node: usize, parent: u32| TrieSlot { parent, base: 0, id: token_of[node].0, score: token_of[node].1 };
         let mut slots = vec![slot_of_node(0, 0)];
         let mut slot_of = vec![0u32; children.len()];
-        let mut first_free = 1usize;
+        // The free slots, to place children without stepping through runs of taken ones.
+        let mut free = FreeSlots::default();
+        free.take(0);
         let mut queue = std::collections::VecDeque::from([0usize]);
         while let Some(node) = queue.pop_front() {
             let kids = &children[node];
             if kids.is_empty() {
                 continue;
             }
-            while first_free < slots.len() && slots[first_free].parent != NONE {
-                first_free += 1;
-            }
+            // The lowest base (at least 1) that puts every child in a free slot: the lowest
+            // child goes to each free slot in turn until the others fit too.
             let lowest = kids.iter().map(|&(b, _)| b as usize).min().unwrap();
-            let mut base = first_free.saturating_sub(lowest).max(1);
-            while kids.iter().any(|&(b, _)| slots.get(base + b as usize).is_some_and(|slot| slot.parent != NONE)) {
-                base += 1;
-            }
+            let mut candidate = lowest + 1;
+            let base = loop {
+                let base = free.first_from(candidate) - lowest;
+                if kids.iter().all(|&(b, _)| slots.get(base + b as usize).is_none_or(|slot| slot.parent == NONE)) {
+                    break base;
+                }
+                candidate = base + lowest + 1;
+            };
             let parent = slot_of[node];
             slots[parent as usize].base = base as u32;
             for &(byte, child) in kids {
@@ -196,6 +200,7 @@ impl<S: Score> Trie<S> {
                     slots.resize(slot + 1, Self::FREE);
                 }
                 slots[slot] = slot_of_node(child as usize, parent);
+                free.take(slot);
                 slot_of[child as usize] = slot as u32;
                 queue.push_back(child as usize);
             }
@@ -210,6 +215,39 @@ impl<S: Score> Trie<S> {
             }
         }
         Trie { slots }
+    }
+}
+
+/// Which slots of a growing double array are taken: each taken slot points further on, towards
+/// a free one (a union-find with path compression), so finding the first free slot from any
+/// position skips taken runs in near-constant time. Positions past the end are free.
+#[derive(Default)]
+struct FreeSlots {
+    /// next[i] == i: slot i is free; otherwise a later slot to look from.
+    next: Vec<usize>,
+}
+
+impl FreeSlots {
+    fn first_from(&mut self, from: usize) -> usize {
+        let mut root = from;
+        while root < self.next.len() && self.next[root] != root {
+            root = self.next[root];
+        }
+        let mut at = from;
+        while at < root {
+            let up = self.next[at];
+            self.next[at] = root;
+            at = up;
+        }
+        root
+    }
+
+    fn take(&mut self, slot: usize) {
+        if slot >= self.next.len() {
+            let len = self.next.len();
+            self.next.extend(len..=slot);
+        }
+        self.next[slot] = slot + 1;
     }
 }
 
@@ -988,6 +1026,39 @@ mod tests {
         assert_eq!(out, vec![0, 2, 1, 2]);
         let small: Vec<(Vec<u8>, u32, f64)> = vec![("a".into(), 0, -1e20), ("ab".into(), 1, -0.5e20)];
         assert!(CharViterbi::<f32>::new(&small, Unknowns::new(&[], false, Some(99), true), -1.0).small_scores);
+    }
+
+    /// Many strings with shared prefixes fill the double array densely, which is where the
+    /// free-slot search must not place two children in one slot.
+    #[test]
+    fn trie_of_many_strings_finds_every_prefix_token() {
+        let mut rng = SplitMix64::new(11);
+        let pieces = ["a", "b", "e", "t", "\u{2581}", "é", "中", "\u{1F642}", "\x00", "\x7f"];
+        let mut words: Vec<String> = Vec::new();
+        for _ in 0..3000 {
+            let length = rng.next_u64() % 6 + 1;
+            words.push((0..length).map(|_| pieces[(rng.next_u64() % pieces.len() as u64) as usize]).collect());
+        }
+        let entries: Vec<(Vec<u8>, u32, f64)> =
+            words.iter().enumerate().map(|(id, w)| (w.as_bytes().to_vec(), id as u32, 0.0)).collect();
+        let trie = Trie::<f32>::new(&entries);
+        let first_id: FxHashMap<&[u8], u32> =
+            words.iter().enumerate().rev().map(|(id, w)| (w.as_bytes(), id as u32)).collect();
+        for _ in 0..300 {
+            let text: String = (0..8).map(|_| pieces[(rng.next_u64() % pieces.len() as u64) as usize]).collect();
+            let text = text.as_bytes();
+            let mut found = Vec::new();
+            let mut slot = 0u32;
+            for &byte in text {
+                let Some(next) = trie.child(slot, byte) else { break };
+                slot = next;
+                if let Some((id, _)) = trie.token(slot) {
+                    found.push(id);
+                }
+            }
+            let expected: Vec<u32> = (1..=text.len()).filter_map(|end| first_id.get(&text[..end]).copied()).collect();
+            assert_eq!(found, expected);
+        }
     }
 
     #[test]
