@@ -562,7 +562,7 @@ impl<S: Score> CharViterbi<S> {
     /// and nothing reached its end yet; with `SMALL_SCORES` every token's candidate is finite,
     /// so "more than -inf" says both. A match that ends inside a character is written to a
     /// position no path starts from or goes back through (both only visit boundaries), so it
-    /// never counts and needs no check. The walk's branches mispredict; the updates are selects.
+    /// never counts and needs no check.
     #[inline(always)]
     fn forward<const SMALL_SCORES: bool>(&self, word: &[u8], best: &mut [Best<S>]) {
         let n = word.len();
@@ -589,9 +589,9 @@ impl<S: Score> CharViterbi<S> {
                 let candidate = so_far + slot.score;
                 let target = &mut best[end];
                 let wins = candidate > target.score || (!SMALL_SCORES && slot.id != NONE && target.start == NONE);
-                target.score = if wins { candidate } else { target.score };
-                target.start = if wins { start as u32 } else { target.start };
-                target.id = if wins { slot.id } else { target.id };
+                if wins {
+                    *target = Best { score: candidate, start: start as u32, id: slot.id };
+                }
                 has_single_character |= (slot.id != NONE) & (end - start == first_len);
             }
             if !has_single_character {
