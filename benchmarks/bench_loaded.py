@@ -140,7 +140,7 @@ def main() -> None:
     megabytes = sum(len(doc.encode("utf-8")) for doc in docs) / 1e6
     print(f"{megabytes:.1f} MB in {len(docs)} documents; one thread; median of {args.repeats}; "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
-    print(f"{'model':<18} {'segmenter':<14} {'peer s':>7} {'ours s':>7} {'peer cpu':>9} {'ours cpu':>9} "
+    print(f"{'model':<18} {'segmenter':<18} {'peer s':>7} {'ours s':>7} {'peer cpu':>9} {'ours cpu':>9} "
           f"{'peer MB/s':>10} {'ours MB/s':>10} {'ours/peer wall':>15} {'cpu':>6}")
     for name, path in paths.items():
         if args.only and name not in args.only:
@@ -154,7 +154,7 @@ def main() -> None:
         our_seconds, our_cpu, our_tokens = median_time(lambda docs: sum(len(ours.encode(doc)) for doc in docs), docs, args.repeats)
         if peer_tokens != our_tokens:
             raise SystemExit(f"{name}: {our_tokens} tokens against the peer's {peer_tokens}")
-        print(f"{name:<18} {ours.segmenter:<14} {peer_seconds:7.2f} {our_seconds:7.2f} {peer_cpu:9.2f} {our_cpu:9.2f} "
+        print(f"{name:<18} {ours.segmenter:<18} {peer_seconds:7.2f} {our_seconds:7.2f} {peer_cpu:9.2f} {our_cpu:9.2f} "
               f"{megabytes / peer_seconds:10.2f} {megabytes / our_seconds:10.2f} {peer_seconds / our_seconds:14.2f}x "
               f"{peer_cpu / our_cpu:5.2f}x", flush=True)
 
