@@ -1,8 +1,8 @@
 //! SentencePiece's normaliser, for loaded `.model` files: a precompiled charsmap (a darts-clone
 //! double-array trie over UTF-8 whose leaves point at NUL-terminated replacements), longest rule
 //! first; user-defined pieces kept as they are; whitespace removal, `▁` for spaces and the
-//! dummy prefix. The Python version in formats/sentencepiece.py states the rules; this one is the
-//! same loop over bytes, fast.
+//! dummy prefix; then the normalised text is cut at the user-defined pieces for the segmenter
+//! (`Encoder.encode_sentencepiece` in loaded.rs runs the whole pipeline in one call).
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
