@@ -4,10 +4,12 @@ against the library that wrote it, single-threaded, on the same documents of ../
 Models (trained here once on the shared data, cached under benchmarks/out/): HF byte-level BPE
 (GPT-2 layout), HF char-level BPE with byte fallback (Llama 2 layout), HF WordPiece (BERT
 layout), HF Unigram (NFKC + Metaspace), SentencePiece Unigram and BPE (nmt_nfkc). Before timing,
-the ids must agree on a sample. Prints median wall time, MB/s and polytok's speed relative to
-the peer (target: >= 1).
+the ids must agree on a sample. Prints median wall and CPU time, MB/s and polytok's speed
+relative to the peer in both (target: >= 1). Both sides run on one thread: HF's batch through
+RAYON_NUM_THREADS=1, SentencePiece's through num_threads=1 (its batch encode otherwise uses
+every core); CPU time says the same where other processes share the machine.
 
-    python benchmarks/bench_loaded.py [--mb 5] [--repeats 3] [--vocab 8000]
+    python benchmarks/bench_loaded.py [--mb 5] [--repeats 3] [--vocab 8000] [--only spm-unigram ...]
 """
 from __future__ import annotations
 
@@ -42,8 +44,8 @@ def documents(megabytes: float, document_bytes: int = 4096) -> list[str]:
     return docs
 
 
-def train_models(vocab_size: int) -> dict[str, Path]:
-    """name -> model file, trained once on (part of) the shared data."""
+def train_models(vocab_size: int, only: list[str] | None = None) -> dict[str, Path]:
+    """name -> model file (those in `only`, default all), trained once on (part of) the shared data."""
     import sentencepiece
     import tokenizers
     from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
@@ -53,6 +55,8 @@ def train_models(vocab_size: int) -> dict[str, Path]:
     paths = {}
 
     def hf(name: str, model, trainer, normalizer=None, pre_tokenizer=None, decoder=None) -> None:
+        if only and name not in only:
+            return
         path = OUT / f"loaded-{name}-{vocab_size}.json"
         paths[name] = path
         if path.exists():
@@ -83,6 +87,8 @@ def train_models(vocab_size: int) -> dict[str, Path]:
        trainers.UnigramTrainer(vocab_size=vocab_size, show_progress=False, special_tokens=["<unk>"], unk_token="<unk>"),
        normalizer=normalizers.NFKC(), pre_tokenizer=pre_tokenizers.Metaspace(), decoder=decoders.Metaspace())
     for model_type in ("unigram", "bpe"):
+        if only and f"spm-{model_type}" not in only:
+            continue
         prefix = OUT / f"loaded-spm-{model_type}-{vocab_size}"
         paths[f"spm-{model_type}"] = prefix.with_suffix(".model")
         if not prefix.with_suffix(".model").exists():
@@ -98,7 +104,7 @@ def peer_encoder(name: str, path: Path):
     if name.startswith("spm"):
         import sentencepiece
 
-        processor = sentencepiece.SentencePieceProcessor(model_file=str(path))
+        processor = sentencepiece.SentencePieceProcessor(model_file=str(path), num_threads=1)
         return lambda docs: sum(map(len, processor.encode(docs))), lambda doc: processor.encode(doc)
     import tokenizers
 
@@ -107,14 +113,16 @@ def peer_encoder(name: str, path: Path):
             lambda doc: hf.encode(doc, add_special_tokens=False).ids)
 
 
-def median_time(encode, docs: list[str], repeats: int) -> tuple[float, int]:
+def median_time(encode, docs: list[str], repeats: int) -> tuple[float, float, int]:
+    """Median wall and CPU seconds of `encode(docs)`, and its token count."""
     encode(docs[:20])
-    times, tokens = [], 0
+    walls, cpus, tokens = [], [], 0
     for _ in range(repeats):
-        start = time.perf_counter()
+        wall, cpu = time.perf_counter(), time.process_time()
         tokens = encode(docs)
-        times.append(time.perf_counter() - start)
-    return statistics.median(times), tokens
+        walls.append(time.perf_counter() - wall)
+        cpus.append(time.process_time() - cpu)
+    return statistics.median(walls), statistics.median(cpus), tokens
 
 
 def main() -> None:
@@ -127,11 +135,13 @@ def main() -> None:
 
     import polytok
 
-    paths = train_models(args.vocab)
+    paths = train_models(args.vocab, args.only)
     docs = documents(args.mb)
     megabytes = sum(len(doc.encode("utf-8")) for doc in docs) / 1e6
-    print(f"{megabytes:.1f} MB in {len(docs)} documents; one thread; median of {args.repeats}")
-    print(f"{'model':<18} {'segmenter':<20} {'peer s':>8} {'polytok s':>10} {'peer MB/s':>10} {'ours MB/s':>10} {'ours/peer':>10}")
+    print(f"{megabytes:.1f} MB in {len(docs)} documents; one thread; median of {args.repeats}; "
+          f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
+    print(f"{'model':<18} {'segmenter':<18} {'peer s':>7} {'ours s':>7} {'peer cpu':>9} {'ours cpu':>9} "
+          f"{'peer MB/s':>10} {'ours MB/s':>10} {'ours/peer wall':>15} {'cpu':>6}")
     for name, path in paths.items():
         if args.only and name not in args.only:
             continue
@@ -140,12 +150,13 @@ def main() -> None:
         sample = docs[:: max(1, len(docs) // 100)]
         if [ours.encode(doc) for doc in sample] != [peer_one(doc) for doc in sample]:
             raise SystemExit(f"{name}: polytok's ids differ from the peer's on the sample")
-        peer_seconds, peer_tokens = median_time(peer_batch, docs, args.repeats)
-        our_seconds, our_tokens = median_time(lambda docs: sum(len(ours.encode(doc)) for doc in docs), docs, args.repeats)
+        peer_seconds, peer_cpu, peer_tokens = median_time(peer_batch, docs, args.repeats)
+        our_seconds, our_cpu, our_tokens = median_time(lambda docs: sum(len(ours.encode(doc)) for doc in docs), docs, args.repeats)
         if peer_tokens != our_tokens:
             raise SystemExit(f"{name}: {our_tokens} tokens against the peer's {peer_tokens}")
-        print(f"{name:<18} {ours.segmenter:<20} {peer_seconds:8.2f} {our_seconds:10.2f} {megabytes / peer_seconds:10.2f} "
-              f"{megabytes / our_seconds:10.2f} {peer_seconds / our_seconds:10.2f}x", flush=True)
+        print(f"{name:<18} {ours.segmenter:<18} {peer_seconds:7.2f} {our_seconds:7.2f} {peer_cpu:9.2f} {our_cpu:9.2f} "
+              f"{megabytes / peer_seconds:10.2f} {megabytes / our_seconds:10.2f} {peer_seconds / our_seconds:14.2f}x "
+              f"{peer_cpu / our_cpu:5.2f}x", flush=True)
 
 
 if __name__ == "__main__":

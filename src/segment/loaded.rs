@@ -19,36 +19,37 @@ use pyo3::prelude::*;
 use rustc_hash::FxHashMap;
 
 use super::encoder::Encoder;
+use super::normalize::{Part, SentencePieceNormalizer};
 use super::Segmenter;
 
 const NONE: u32 = u32::MAX;
 
-/// The byte length of the character starting at `text[at]` (1 for a byte that starts none).
-/// The byte length of the character whose first byte is `lead`, in valid UTF-8.
+/// The byte length of the UTF-8 character starting at `text[at]`, or None if the bytes there
+/// are not one (what `std::str::from_utf8` accepts, checked inline: this runs per character).
 #[inline]
-fn valid_char_len(lead: u8) -> usize {
-    match lead {
-        0x00..=0x7f => 1,
-        0xc0..=0xdf => 2,
-        0xe0..=0xef => 3,
-        _ => 4,
-    }
+pub(super) fn utf8_char_len(text: &[u8], at: usize) -> Option<usize> {
+    // Lead byte -> length and the range of the second byte (which rules out overlong forms,
+    // surrogates and code points above U+10FFFF).
+    let (length, low, high) = match text[at] {
+        0x00..=0x7f => return Some(1),
+        0xc2..=0xdf => (2, 0x80, 0xbf),
+        0xe0 => (3, 0xa0, 0xbf),
+        0xe1..=0xec | 0xee..=0xef => (3, 0x80, 0xbf),
+        0xed => (3, 0x80, 0x9f),
+        0xf0 => (4, 0x90, 0xbf),
+        0xf1..=0xf3 => (4, 0x80, 0xbf),
+        0xf4 => (4, 0x80, 0x8f),
+        _ => return None,
+    };
+    let bytes = text.get(at..at + length)?;
+    let second_fits = (low..=high).contains(&bytes[1]);
+    (second_fits && bytes[2..].iter().all(|&byte| byte & 0xc0 == 0x80)).then_some(length)
 }
 
+/// The byte length of the character starting at `text[at]` (1 for a byte that starts none).
 #[inline]
 fn char_len(text: &[u8], at: usize) -> usize {
-    let len = match text[at] {
-        0x00..=0x7f => return 1,
-        0xc2..=0xdf => 2,
-        0xe0..=0xef => 3,
-        0xf0..=0xf4 => 4,
-        _ => return 1,
-    };
-    if at + len <= text.len() && std::str::from_utf8(&text[at..at + len]).is_ok() {
-        len
-    } else {
-        1
-    }
+    utf8_char_len(text, at).unwrap_or(1)
 }
 
 /// What becomes of characters outside the vocabulary: their byte tokens, else the unknown token.
@@ -98,35 +99,57 @@ impl Strings {
     }
 }
 
+/// A path score: SentencePiece sums in f32, HF in f64, and the last bit decides ties.
+pub trait Score: Copy + PartialOrd + std::ops::Add<Output = Self> + Send + Sync + 'static {
+    const ZERO: Self;
+    const NEG_INFINITY: Self;
+    fn from_f64(value: f64) -> Self;
+}
+
+impl Score for f32 {
+    const ZERO: Self = 0.0;
+    const NEG_INFINITY: Self = f32::NEG_INFINITY;
+    fn from_f64(value: f64) -> Self {
+        value as f32
+    }
+}
+
+impl Score for f64 {
+    const ZERO: Self = 0.0;
+    const NEG_INFINITY: Self = f64::NEG_INFINITY;
+    fn from_f64(value: f64) -> Self {
+        value
+    }
+}
+
 /// A byte trie of the lattice strings: walking a word from a start position visits every token
 /// that starts there, shortest first, and stops as soon as no token continues. It is a double
-/// array: the child of slot `s` by byte `b` is slot `base(s) + b` if that slot's parent is `s`,
-/// so a step is one load of one small slot (the walk is bound by memory latency).
-struct Trie {
-    slots: Vec<TrieSlot>,
-    /// (id, score) of the tokens, indexed by `TrieSlot::token`.
-    tokens: Vec<(u32, f64)>,
+/// array: the child of slot `s` by byte `b` is slot `base(s) + b` if that slot's parent is `s`.
+/// A slot also holds the token that ends there, so a step of the walk loads one slot.
+struct Trie<S> {
+    slots: Vec<TrieSlot<S>>,
 }
 
 #[derive(Clone, Copy)]
-struct TrieSlot {
+struct TrieSlot<S> {
     /// The slot this one is a child of (NONE: free; the root is its own parent).
     parent: u32,
-    /// Where this slot's children start (child by byte b: base + b).
+    /// Where this slot's children start (child by byte b: base + b). A slot without children
+    /// points past the last base, where no slot has a parent, so a walk needs no other check.
     base: u32,
-    /// Index into `tokens`, or NONE if no token ends here.
-    token: u32,
+    /// The id of the token that ends here, or NONE (with score -inf, so it never wins).
+    id: u32,
+    score: S,
 }
 
-const FREE: TrieSlot = TrieSlot { parent: NONE, base: 0, token: NONE };
+impl<S: Score> Trie<S> {
+    const FREE: TrieSlot<S> = TrieSlot { parent: NONE, base: 0, id: NONE, score: S::NEG_INFINITY };
 
-impl Trie {
     fn new(entries: &[(Vec<u8>, u32, f64)]) -> Self {
         // First a plain trie (node -> sorted children), then each node's children are placed in
         // the double array at the lowest base where all their slots are free.
         let mut children: Vec<Vec<(u8, u32)>> = vec![Vec::new()];
-        let mut token_of: Vec<u32> = vec![NONE];
-        let mut tokens: Vec<(u32, f64)> = Vec::new();
+        let mut token_of: Vec<(u32, S)> = vec![(NONE, S::NEG_INFINITY)];
         for (text, id, score) in entries {
             let mut node = 0usize;
             for &byte in text {
@@ -136,66 +159,110 @@ impl Trie {
                         let child = children.len();
                         children[node].push((byte, child as u32));
                         children.push(Vec::new());
-                        token_of.push(NONE);
+                        token_of.push((NONE, S::NEG_INFINITY));
                         child
                     }
                 };
             }
             // The first of two equal strings keeps its id, as a string -> id table would.
-            if token_of[node] == NONE {
-                token_of[node] = tokens.len() as u32;
-                tokens.push((*id, *score));
+            if token_of[node].0 == NONE {
+                token_of[node] = (*id, S::from_f64(*score));
             }
         }
-        let mut slots = vec![TrieSlot { parent: 0, base: 0, token: token_of[0] }];
+        let slot_of_node = |node: usize, parent: u32| TrieSlot { parent, base: 0, id: token_of[node].0, score: token_of[node].1 };
+        let mut slots = vec![slot_of_node(0, 0)];
         let mut slot_of = vec![0u32; children.len()];
-        let mut first_free = 1usize;
+        // The free slots, to place children without stepping through runs of taken ones.
+        let mut free = FreeSlots::default();
+        free.take(0);
         let mut queue = std::collections::VecDeque::from([0usize]);
         while let Some(node) = queue.pop_front() {
             let kids = &children[node];
             if kids.is_empty() {
                 continue;
             }
-            while first_free < slots.len() && slots[first_free].parent != NONE {
-                first_free += 1;
-            }
+            // The lowest base (at least 1) that puts every child in a free slot: the lowest
+            // child goes to each free slot in turn until the others fit too.
             let lowest = kids.iter().map(|&(b, _)| b as usize).min().unwrap();
-            let mut base = first_free.saturating_sub(lowest).max(1);
-            while kids.iter().any(|&(b, _)| slots.get(base + b as usize).is_some_and(|slot| slot.parent != NONE)) {
-                base += 1;
-            }
+            let mut candidate = lowest + 1;
+            let base = loop {
+                let base = free.first_from(candidate) - lowest;
+                if kids.iter().all(|&(b, _)| slots.get(base + b as usize).is_none_or(|slot| slot.parent == NONE)) {
+                    break base;
+                }
+                candidate = base + lowest + 1;
+            };
             let parent = slot_of[node];
             slots[parent as usize].base = base as u32;
             for &(byte, child) in kids {
                 let slot = base + byte as usize;
                 if slot >= slots.len() {
-                    slots.resize(slot + 1, FREE);
+                    slots.resize(slot + 1, Self::FREE);
                 }
-                slots[slot] = TrieSlot { parent, base: 0, token: token_of[child as usize] };
+                slots[slot] = slot_of_node(child as usize, parent);
+                free.take(slot);
                 slot_of[child as usize] = slot as u32;
                 queue.push_back(child as usize);
             }
         }
-        // Room for any byte after the last base, so a lookup never runs off the end.
-        slots.resize(slots.len() + 256, FREE);
-        Trie { slots, tokens }
+        // Room for any byte after the last base, so a lookup never runs off the end; slots
+        // without children point there, where no slot has a parent.
+        let dead = slots.len() as u32;
+        slots.resize(slots.len() + 256, Self::FREE);
+        for slot in &mut slots {
+            if slot.base == 0 {
+                slot.base = dead;
+            }
+        }
+        Trie { slots }
+    }
+}
+
+/// Which slots of a growing double array are taken: each taken slot points further on, towards
+/// a free one (a union-find with path compression), so finding the first free slot from any
+/// position skips taken runs in near-constant time. Positions past the end are free.
+#[derive(Default)]
+struct FreeSlots {
+    /// next[i] == i: slot i is free; otherwise a later slot to look from.
+    next: Vec<usize>,
+}
+
+impl FreeSlots {
+    fn first_from(&mut self, from: usize) -> usize {
+        let mut root = from;
+        while root < self.next.len() && self.next[root] != root {
+            root = self.next[root];
+        }
+        let mut at = from;
+        while at < root {
+            let up = self.next[at];
+            self.next[at] = root;
+            at = up;
+        }
+        root
     }
 
-    #[inline]
-    fn child(&self, slot: u32, byte: u8) -> Option<u32> {
-        let base = self.slots[slot as usize].base;
-        if base == 0 {
-            return None;
+    fn take(&mut self, slot: usize) {
+        if slot >= self.next.len() {
+            let len = self.next.len();
+            self.next.extend(len..=slot);
         }
-        let next = base + byte as u32;
+        self.next[slot] = slot + 1;
+    }
+}
+
+/// Single steps, for checking the trie (the Viterbi walk inlines them).
+#[cfg(test)]
+impl<S: Score> Trie<S> {
+    fn child(&self, slot: u32, byte: u8) -> Option<u32> {
+        let next = self.slots[slot as usize].base + byte as u32;
         (self.slots[next as usize].parent == slot).then_some(next)
     }
 
     /// The (id, score) of the token ending at `slot`, if one does.
-    #[inline]
-    fn token(&self, slot: u32) -> Option<(u32, f64)> {
-        let token = self.slots[slot as usize].token;
-        (token != NONE).then(|| self.tokens[token as usize])
+    fn token(&self, slot: u32) -> Option<(u32, S)> {
+        let slot = &self.slots[slot as usize];
+        (slot.id != NONE).then_some((slot.id, slot.score))
     }
 }
 
@@ -207,13 +274,27 @@ pub struct CharMerges {
     /// The tokens that are one symbol (a character, or a byte with `byte_symbols`), by
     /// `symbol_key`: the lookup every symbol of every word makes.
     symbols: FxHashMap<u64, u32>,
+    /// `symbols` of the ASCII characters (NONE: not a token), looked up without hashing.
+    ascii_symbols: [u32; 128],
     /// Symbols are single bytes (byte-level vocabularies) instead of characters.
     byte_symbols: bool,
     /// A word that is itself a token is that token, whatever the merges say (HF's ignore_merges).
     ignore_merges: bool,
     pairs: FxHashMap<u64, (u32, u32)>,
     unknowns: Unknowns,
+    /// Whether a word may be cut before each "▁" and each stretch merged on its own: no merge
+    /// joins a symbol to a following one that starts with "▁" (SentencePiece's pieces carry it
+    /// only first), so merges never cross those cuts and stretches merge independently,
+    /// each in the order it would within the word. Shorter heaps, same ids.
+    cut_at_markers: bool,
 }
+
+/// Words of at most this many symbols merge by scanning an array of pair ranks; longer ones use
+/// a heap (the scan is quadratic, the heap's bookkeeping costs more on short words).
+const SHORT_WORD: usize = 32;
+
+/// SentencePiece's word marker, which stands for a space.
+const MARKER: &[u8] = "\u{2581}".as_bytes();
 
 /// A symbol of at most 4 bytes packed into an integer, with its length (so "a" and "a\0" differ).
 #[inline]
@@ -235,7 +316,38 @@ fn symbol_ids(entries: &[(Vec<u8>, u32, f64)], byte_symbols: bool) -> FxHashMap<
     symbols
 }
 
+/// The ids of the one-character ASCII symbols, NONE where there is none.
+fn ascii_symbols(symbols: &FxHashMap<u64, u32>) -> [u32; 128] {
+    let mut table = [NONE; 128];
+    for byte in 0..128u8 {
+        if let Some(&id) = symbols.get(&symbol_key(&[byte])) {
+            table[byte as usize] = id;
+        }
+    }
+    table
+}
+
 impl CharMerges {
+    /// Whether no merge's right side starts with the marker symbol (see `cut_at_markers`); false
+    /// if the marker is not a symbol (it could become byte tokens or part of an unknown run).
+    fn merges_stop_at_markers(symbols: &FxHashMap<u64, u32>, pairs: &FxHashMap<u64, (u32, u32)>) -> bool {
+        let Some(&marker) = symbols.get(&symbol_key(MARKER)) else { return false };
+        // The ids that can start with the marker: it, and what merges make with one on the left.
+        let mut starts_with_marker = rustc_hash::FxHashSet::from_iter([marker]);
+        loop {
+            let known = starts_with_marker.len();
+            for (&pair, &(_, merged)) in pairs {
+                if starts_with_marker.contains(&((pair >> 32) as u32)) {
+                    starts_with_marker.insert(merged);
+                }
+            }
+            if starts_with_marker.len() == known {
+                break;
+            }
+        }
+        pairs.keys().all(|&pair| !starts_with_marker.contains(&(pair as u32)))
+    }
+
     /// The first symbols of a word (HF's rule): each character's token, else its byte tokens,
     /// else the unknown token (fused with a preceding unknown if `fuse_unk`), else nothing.
     fn initial_symbols(&self, word: &[u8], ids: &mut Vec<u32>) {
@@ -245,7 +357,11 @@ impl CharMerges {
             let len = if self.byte_symbols { 1 } else { char_len(word, at) };
             let character = &word[at..at + len];
             at += len;
-            if let Some(&id) = self.symbols.get(&symbol_key(character)) {
+            let symbol = match character {
+                &[byte] if byte < 0x80 => Some(self.ascii_symbols[byte as usize]).filter(|&id| id != NONE),
+                _ => self.symbols.get(&symbol_key(character)).copied(),
+            };
+            if let Some(id) = symbol {
                 if pending_unk {
                     ids.push(self.unknowns.unk.unwrap_or(NONE));
                     pending_unk = false;
@@ -279,13 +395,87 @@ impl Segmenter for CharMerges {
                 return;
             }
         }
-        let mut ids = Vec::with_capacity(word.len());
-        self.initial_symbols(word, &mut ids);
-        let n = ids.len();
-        if n < 2 {
-            out.extend(ids);
+        if !self.cut_at_markers {
+            self.merge(word, out);
             return;
         }
+        let mut start = 0;
+        let mut at = 1;
+        while let Some(found) = word.get(at..).and_then(|rest| rest.iter().position(|&byte| byte == MARKER[0])) {
+            at += found;
+            if word[at..].starts_with(MARKER) {
+                self.merge(&word[start..at], out);
+                start = at;
+            }
+            at += 1;
+        }
+        self.merge(&word[start..], out);
+    }
+}
+
+impl CharMerges {
+    /// BPE on one word (or one stretch of it): repeatedly join the adjacent pair of lowest
+    /// rank, leftmost first.
+    fn merge(&self, word: &[u8], out: &mut Vec<u32>) {
+        let mark = out.len();
+        self.initial_symbols(word, out);
+        let n = out.len() - mark;
+        if n < 2 {
+            return;
+        }
+        if n <= SHORT_WORD {
+            self.merge_short(out, mark);
+        } else {
+            let ids = out.split_off(mark);
+            self.merge_long(ids, out);
+        }
+    }
+
+    /// `merge` on the at most `SHORT_WORD` symbols at `out[mark..]`, in place: each round scans
+    /// the ranks of the adjacent pairs (kept in an array, two looked up again per merge).
+    fn merge_short(&self, out: &mut Vec<u32>, mark: usize) {
+        let symbols = &mut out[mark..];
+        let mut len = symbols.len();
+        // pairs[i]: (rank, merged id) of symbols i and i + 1; rank NONE: no merge.
+        let mut pairs = [(NONE, NONE); SHORT_WORD];
+        for i in 0..len - 1 {
+            pairs[i] = self.join(symbols[i], symbols[i + 1]);
+        }
+        loop {
+            let mut at = 0;
+            for i in 1..len - 1 {
+                if pairs[i].0 < pairs[at].0 {
+                    at = i;
+                }
+            }
+            let (rank, merged) = pairs[at];
+            if rank == NONE {
+                break;
+            }
+            symbols[at] = merged;
+            symbols.copy_within(at + 2..len, at + 1);
+            if at + 2 < len {
+                pairs.copy_within(at + 2..len - 1, at + 1);
+            }
+            len -= 1;
+            if len < 2 {
+                break;
+            }
+            if at + 1 < len {
+                pairs[at] = self.join(merged, symbols[at + 1]);
+            } else {
+                pairs[at] = (NONE, NONE);
+            }
+            if at > 0 {
+                pairs[at - 1] = self.join(symbols[at - 1], merged);
+            }
+        }
+        out.truncate(mark + len);
+    }
+
+    /// `merge` on many symbols: a linked list of them and a heap of candidate pairs.
+    fn merge_long(&self, mut ids: Vec<u32>, out: &mut Vec<u32>) {
+        let n = ids.len();
         // A linked list of symbols and a heap of candidate pairs (rank, position); entries made
         // stale by a merge are recognised on pop because the pair at that position changed.
         let mut next: Vec<usize> = (1..=n).collect();
@@ -337,88 +527,110 @@ impl Segmenter for CharMerges {
 
 // ---- Unigram -------------------------------------------------------------------------------
 
-/// Unigram's best segmentation over the lattice of vocabulary strings.
-pub struct CharViterbi {
-    lattice: Trie,
+/// Unigram's best segmentation over the lattice of vocabulary strings, summing scores in `S`.
+pub struct CharViterbi<S> {
+    lattice: Trie<S>,
     unknowns: Unknowns,
-    unk_score: f64,
-    /// Path scores are summed in f32, as SentencePiece does (HF sums in f64); equal-looking
-    /// paths can differ in the last bit, and that decides ties.
-    single_precision: bool,
+    unk_score: S,
+    /// Every score is at most `SMALL` in size, so no path's sum overflows to -inf (nor is NaN).
+    small_scores: bool,
 }
 
+/// Scores up to this size keep any sum of 2^32 of them far from overflowing, in f32 too.
+const SMALL: f64 = 1e20;
+
 #[derive(Clone, Copy)]
-struct Best {
-    score: f64,
-    start: usize,
+struct Best<S> {
+    score: S,
+    /// Where the best path's last token starts; NONE: no path reaches here yet.
+    start: u32,
     id: u32,
 }
 
-impl CharViterbi {
-    #[inline]
-    fn add(&self, path: f64, score: f64) -> f64 {
-        if self.single_precision {
-            (path as f32 + score as f32) as f64
-        } else {
-            path + score
+impl<S: Score> CharViterbi<S> {
+    fn new(lattice: &[(Vec<u8>, u32, f64)], unknowns: Unknowns, unk_score: f64) -> Self {
+        CharViterbi {
+            lattice: Trie::new(lattice),
+            unknowns,
+            unk_score: S::from_f64(unk_score),
+            small_scores: lattice.iter().map(|&(_, _, score)| score).chain([unk_score]).all(|score| score.abs() <= SMALL),
+        }
+    }
+
+    /// Forward pass: `best[end]` becomes the best path to each character boundary (unreached
+    /// positions start at score -inf). A candidate wins if it scores more, or if it is a token
+    /// and nothing reached its end yet; with `SMALL_SCORES` every token's candidate is finite,
+    /// so "more than -inf" says both. A match that ends inside a character is written to a
+    /// position no path starts from or goes back through (both only visit boundaries), so it
+    /// never counts and needs no check.
+    #[inline(always)]
+    fn forward<const SMALL_SCORES: bool>(&self, word: &[u8], best: &mut [Best<S>]) {
+        let n = word.len();
+        let slots = &self.lattice.slots;
+        let root_base = slots[0].base;
+        let mut start = 0;
+        while start < n {
+            let so_far = best[start].score;
+            let first_len = char_len(word, start);
+            let mut has_single_character = false;
+            // Candidates in order of length, as the trie's prefix search yields them.
+            let mut node = 0u32;
+            let mut base = root_base;
+            let mut end = start;
+            while end < n {
+                let next = base + word[end] as u32;
+                let slot = &slots[next as usize];
+                if slot.parent != node {
+                    break;
+                }
+                node = next;
+                base = slot.base;
+                end += 1;
+                let candidate = so_far + slot.score;
+                let target = &mut best[end];
+                let wins = candidate > target.score || (!SMALL_SCORES && slot.id != NONE && target.start == NONE);
+                if wins {
+                    *target = Best { score: candidate, start: start as u32, id: slot.id };
+                }
+                has_single_character |= (slot.id != NONE) & (end - start == first_len);
+            }
+            if !has_single_character {
+                let candidate = so_far + self.unk_score;
+                let target = &mut best[start + first_len];
+                if target.start == NONE || candidate > target.score {
+                    *target = Best { score: candidate, start: start as u32, id: NONE };
+                }
+            }
+            start += first_len;
         }
     }
 }
 
-impl Segmenter for CharViterbi {
+impl<S: Score> Segmenter for CharViterbi<S> {
     fn segment(&self, word: &[u8], out: &mut Vec<u32>) {
-        // Valid UTF-8 (nearly always) lets a character's length come from its first byte alone.
-        let valid = std::str::from_utf8(word).is_ok();
-        let char_len = |at: usize| if valid { valid_char_len(word[at]) } else { char_len(word, at) };
         let n = word.len();
-        let unset = Best { score: 0.0, start: usize::MAX, id: NONE };
-        let mut best = vec![unset; n + 1];
-        best[0].start = 0;
-        let mut start = 0;
-        while start < n {
-            let so_far = best[start].score;
-            let first_len = char_len(start);
-            let mut has_single_character = false;
-            // Candidates in order of length, as the trie's prefix search yields them; only
-            // strings that end on a character boundary count.
-            let mut node = 0u32;
-            let mut end = start;
-            let mut next_boundary = start + first_len;
-            while end < n {
-                let Some(child) = self.lattice.child(node, word[end]) else { break };
-                node = child;
-                end += 1;
-                if end < next_boundary {
-                    continue;
-                }
-                if end < n {
-                    next_boundary = end + char_len(end);
-                }
-                if let Some((id, score)) = self.lattice.token(node) {
-                    let candidate = self.add(so_far, score);
-                    let target = &mut best[end];
-                    if target.start == usize::MAX || candidate > target.score {
-                        *target = Best { score: candidate, start, id };
-                    }
-                    has_single_character |= end - start == first_len;
-                }
-            }
-            if !has_single_character {
-                let candidate = self.add(so_far, self.unk_score);
-                let target = &mut best[start + first_len];
-                if target.start == usize::MAX || candidate > target.score {
-                    *target = Best { score: candidate, start, id: NONE };
-                }
-            }
-            start += first_len;
+        if n >= NONE as usize {
+            // Positions are u32: a pre-token of 4 GiB or more (whose lattice alone would take 50 GB)
+            // is cut in two at a character boundary.
+            let half = (n / 2..n).find(|&at| word[at] & 0xc0 != 0x80).unwrap_or(n / 2);
+            self.segment(&word[..half], out);
+            self.segment(&word[half..], out);
+            return;
+        }
+        let mut best = vec![Best { score: S::NEG_INFINITY, start: NONE, id: NONE }; n + 1];
+        best[0] = Best { score: S::ZERO, start: 0, id: NONE };
+        if self.small_scores {
+            self.forward::<true>(word, &mut best);
+        } else {
+            self.forward::<false>(word, &mut best);
         }
         // Back from the end; NONE marks an unknown span.
         let mut path: Vec<(usize, usize, u32)> = Vec::new();
         let mut end = n;
         while end > 0 {
             let node = best[end];
-            path.push((node.start, end, node.id));
-            end = node.start;
+            path.push((node.start as usize, end, node.id));
+            end = node.start as usize;
         }
         path.reverse();
         let mut i = 0;
@@ -540,13 +752,17 @@ impl Encoder {
             pairs.entry(((left as u64) << 32) | right as u64).or_insert((rank, merged));
         }
         let entries: Vec<(Vec<u8>, u32, f64)> = strings.into_iter().map(|(t, id)| (t, id, 0.0)).collect();
+        let symbols = symbol_ids(&entries, byte_symbols);
+        let cut_at_markers = !byte_symbols && CharMerges::merges_stop_at_markers(&symbols, &pairs);
         let segmenter = CharMerges {
             tokens: self::strings(&entries),
-            symbols: symbol_ids(&entries, byte_symbols),
+            ascii_symbols: ascii_symbols(&symbols),
+            symbols,
             byte_symbols,
             ignore_merges,
             pairs,
             unknowns: Unknowns::new(&byte_tokens, byte_fallback, unk, fuse_unk),
+            cut_at_markers,
         };
         Ok(Encoder::from_parts(pattern, Box::new(segmenter), tokens, Vec::new())?.dropping_unmatched())
     }
@@ -570,13 +786,13 @@ impl Encoder {
         if !unk_score.is_finite() {
             return Err(PyValueError::new_err("the unknown score must be finite"));
         }
-        let segmenter = CharViterbi {
-            lattice: Trie::new(&lattice),
-            unknowns: Unknowns::new(&byte_tokens, byte_fallback, unk, fuse_unk),
-            unk_score,
-            single_precision,
+        let unknowns = Unknowns::new(&byte_tokens, byte_fallback, unk, fuse_unk);
+        let segmenter: Box<dyn Segmenter> = if single_precision {
+            Box::new(CharViterbi::<f32>::new(&lattice, unknowns, unk_score))
+        } else {
+            Box::new(CharViterbi::<f64>::new(&lattice, unknowns, unk_score))
         };
-        Ok(Encoder::from_parts(pattern, Box::new(segmenter), tokens, Vec::new())?.dropping_unmatched())
+        Ok(Encoder::from_parts(pattern, segmenter, tokens, Vec::new())?.dropping_unmatched())
     }
 
     /// WordPiece (`pattern` as for Unigram): (text, id) `strings` include the continuation forms (e.g. "##ing").
@@ -593,6 +809,21 @@ impl Encoder {
         let entries: Vec<(Vec<u8>, u32, f64)> = strings.into_iter().map(|(t, id)| (t, id, 0.0)).collect();
         let segmenter = CharLongestMatch { tokens: self::strings(&entries), continuation, max_chars, unk };
         Ok(Encoder::from_parts(pattern, Box::new(segmenter), tokens, Vec::new())?.dropping_unmatched())
+    }
+
+    /// The ids SentencePiece gives `text` (UTF-8 bytes): `normalizer`'s output cut at its
+    /// user-defined pieces, the stretches between them segmented whole.
+    fn encode_sentencepiece(&self, py: Python<'_>, normalizer: &Bound<'_, SentencePieceNormalizer>, text: &[u8]) -> Vec<u32> {
+        let normalizer = normalizer.get();
+        py.detach(|| {
+            let normalized = normalizer.normalize_bytes(text);
+            let mut out = Vec::with_capacity(normalized.len() / 2);
+            normalizer.split_user_defined(&normalized, |part| match part {
+                Part::Text(stretch) => self.encode_ordinary_into(stretch, &mut out),
+                Part::UserDefined(id) => out.push(id),
+            });
+            out
+        })
     }
 
     /// The ids of pre-tokenised words given back to back: `data` cut at `lengths`.
@@ -616,7 +847,123 @@ impl Encoder {
 
 #[cfg(test)]
 mod tests {
+    use super::super::rng::SplitMix64;
     use super::*;
+
+    /// The inline character length agrees with `std::str::from_utf8` on every lead byte, every
+    /// second byte and the edges of the continuation range, truncated or not.
+    #[test]
+    fn utf8_char_len_agrees_with_from_utf8() {
+        for lead in 0..=255u8 {
+            for second in 0..=255u8 {
+                for rest in [[0x80, 0x80], [0xbf, 0xbf], [0x80, 0x41], [0xc0, 0x80], [0xbf, 0x7f]] {
+                    let bytes = [lead, second, rest[0], rest[1]];
+                    for available in 1..=4 {
+                        let text = &bytes[..available];
+                        let expected = (1..=available).find(|&length| std::str::from_utf8(&text[..length]).is_ok());
+                        // from_utf8 accepts a shorter prefix only if that prefix is the whole character.
+                        let expected = expected.filter(|&length| length == 1 || text[0] >= 0x80);
+                        assert_eq!(utf8_char_len(text, 0), expected, "{text:x?}");
+                    }
+                }
+            }
+        }
+    }
+
+    /// A BPE segmenter over the letters a-d and "▁" whose merges make every string of up to 3
+    /// symbols, with scrambled ranks; `right_marker` adds merges whose right side starts with "▁".
+    fn letter_merges(right_marker: bool) -> CharMerges {
+        let letters = ["a", "b", "c", "d", "\u{2581}"];
+        let mut texts: Vec<String> = letters.iter().map(|l| l.to_string()).collect();
+        let mut merges = Vec::new();
+        let mut rng = SplitMix64::new(7);
+        // The marker (symbol 4) is a right side only with `right_marker`.
+        let rights = if right_marker { letters.len() } else { letters.len() - 1 };
+        for left in 0..letters.len() {
+            for right in 0..rights {
+                let joined = format!("{}{}", texts[left], texts[right]);
+                if rng.next_f64() < 0.3 {
+                    continue;
+                }
+                texts.push(joined);
+                merges.push((left as u32, right as u32, texts.len() as u32 - 1));
+            }
+        }
+        for (_, _, merged) in merges.clone() {
+            for last in 0..rights as u32 {
+                if rng.next_f64() < 0.5 {
+                    texts.push(format!("{}{}", texts[merged as usize], texts[last as usize]));
+                    merges.push((merged, last, texts.len() as u32 - 1));
+                }
+            }
+        }
+        let entries: Vec<(Vec<u8>, u32, f64)> =
+            texts.iter().enumerate().map(|(id, text)| (text.as_bytes().to_vec(), id as u32, 0.0)).collect();
+        let mut pairs = FxHashMap::default();
+        for (&(left, right, merged), rank) in merges.iter().zip((0..merges.len() as u32).map(|k| (k * 7919) % 64)) {
+            pairs.entry(((left as u64) << 32) | right as u64).or_insert((rank, merged));
+        }
+        let symbols = symbol_ids(&entries, false);
+        let cut_at_markers = CharMerges::merges_stop_at_markers(&symbols, &pairs);
+        CharMerges {
+            tokens: strings(&entries),
+            ascii_symbols: ascii_symbols(&symbols),
+            symbols,
+            byte_symbols: false,
+            ignore_merges: false,
+            pairs,
+            unknowns: Unknowns::new(&[], false, Some(999), true),
+            cut_at_markers,
+        }
+    }
+
+    fn random_word(rng: &mut SplitMix64, length: usize) -> Vec<u8> {
+        let alphabet = ["a", "b", "c", "d", "\u{2581}", "x"];
+        (0..length).flat_map(|_| alphabet[(rng.next_u64() % 6) as usize].bytes()).collect()
+    }
+
+    /// Short words merge by scanning, long ones with the heap, and a word may be cut before
+    /// each "▁" only when no merge joins across it: all give what the plain heap merge gives.
+    #[test]
+    fn merge_shortcuts_give_the_heap_merge() {
+        let mut rng = SplitMix64::new(1);
+        for right_marker in [false, true] {
+            let mut segmenter = letter_merges(right_marker);
+            assert_eq!(segmenter.cut_at_markers, !right_marker);
+            for _ in 0..3000 {
+                let length = (rng.next_u64() % 80) as usize + 1;
+                let word = random_word(&mut rng, length);
+                let mut expected = Vec::new();
+                segmenter.initial_symbols(&word, &mut expected);
+                let mut heap = Vec::new();
+                segmenter.merge_long(expected, &mut heap);
+                let mut out = vec![12345];
+                segmenter.segment(&word, &mut out);
+                assert_eq!(&out[1..], &heap[..], "{}", String::from_utf8_lossy(&word));
+                segmenter.cut_at_markers = false;
+                let mut uncut = Vec::new();
+                segmenter.segment(&word, &mut uncut);
+                assert_eq!(uncut, heap);
+                segmenter.cut_at_markers = !right_marker;
+            }
+        }
+    }
+
+    /// A lattice string that is half a character matches inside that character, and the
+    /// match must not count; the same bytes as two invalid one-byte characters are its match.
+    #[test]
+    fn viterbi_matches_only_whole_characters() {
+        // The half of 中 scores best; then an unknown byte (-0.5) would beat 中 (-1.375).
+        let lattice: Vec<(Vec<u8>, u32, f64)> = vec![
+            ("a".into(), 0, -1.0),
+            ("中".into(), 1, -1.375),
+            ("中".as_bytes()[..2].to_vec(), 2, -0.001),
+        ];
+        let segmenter = CharViterbi::<f32>::new(&lattice, Unknowns::new(&[], false, Some(99), true), -0.5);
+        let mut out = Vec::new();
+        segmenter.segment(&["中a".as_bytes(), b"\xe4\xb8", "中".as_bytes()].concat(), &mut out);
+        assert_eq!(out, vec![1, 0, 2, 1]);
+    }
 
     #[test]
     fn char_merges_replays_by_rank_and_falls_back_to_bytes() {
@@ -628,10 +975,12 @@ mod tests {
         let segmenter = CharMerges {
             tokens: strings(&entries),
             symbols: symbol_ids(&entries, false),
+            ascii_symbols: ascii_symbols(&symbol_ids(&entries, false)),
             byte_symbols: false,
             ignore_merges: false,
             pairs,
             unknowns: Unknowns::new(&[(0xc3, 10), (0xa9, 11)], true, Some(9), true),
+            cut_at_markers: false,
         };
         let mut out = Vec::new();
         segmenter.segment("abbaéb".as_bytes(), &mut out);
@@ -644,7 +993,7 @@ mod tests {
         let words = ["a", "ab", "abc", "b", "bca", "\u{2581}the", "\u{2581}", "é", "éa", "zz", "\u{4e2d}\u{6587}"];
         let entries: Vec<(Vec<u8>, u32, f64)> =
             words.iter().enumerate().map(|(id, w)| (w.as_bytes().to_vec(), id as u32, -(id as f64))).collect();
-        let trie = Trie::new(&entries);
+        let trie = Trie::<f64>::new(&entries);
         let text = "abcabé\u{2581}theéazz\u{4e2d}\u{6587}bca".as_bytes();
         for start in 0..text.len() {
             let mut found = Vec::new();
@@ -660,6 +1009,55 @@ mod tests {
                 .filter_map(|end| words.iter().position(|w| w.as_bytes() == &text[start..end]).map(|id| id as u32))
                 .collect();
             assert_eq!(found, expected, "start {start}");
+        }
+    }
+
+    /// A token whose score is -inf (or so large that sums overflow) is still taken when it
+    /// is the only way through, as SentencePiece takes it: such lattices use the checked walk.
+    #[test]
+    fn viterbi_takes_the_only_path_whatever_its_score() {
+        let lattice: Vec<(Vec<u8>, u32, f64)> =
+            vec![("a".into(), 0, f64::NEG_INFINITY), ("b".into(), 1, -1e38), ("ab".into(), 2, -3e38)];
+        let segmenter = CharViterbi::<f32>::new(&lattice, Unknowns::new(&[], false, Some(99), true), -1.0);
+        assert!(!segmenter.small_scores);
+        let mut out = Vec::new();
+        segmenter.segment(b"aabbab", &mut out);
+        // Every path scores -inf; at each end the first candidate to arrive stays.
+        assert_eq!(out, vec![0, 2, 1, 2]);
+        let small: Vec<(Vec<u8>, u32, f64)> = vec![("a".into(), 0, -1e20), ("ab".into(), 1, -0.5e20)];
+        assert!(CharViterbi::<f32>::new(&small, Unknowns::new(&[], false, Some(99), true), -1.0).small_scores);
+    }
+
+    /// Many strings with shared prefixes fill the double array densely, which is where the
+    /// free-slot search must not place two children in one slot.
+    #[test]
+    fn trie_of_many_strings_finds_every_prefix_token() {
+        let mut rng = SplitMix64::new(11);
+        let pieces = ["a", "b", "e", "t", "\u{2581}", "é", "中", "\u{1F642}", "\x00", "\x7f"];
+        let mut words: Vec<String> = Vec::new();
+        for _ in 0..3000 {
+            let length = rng.next_u64() % 6 + 1;
+            words.push((0..length).map(|_| pieces[(rng.next_u64() % pieces.len() as u64) as usize]).collect());
+        }
+        let entries: Vec<(Vec<u8>, u32, f64)> =
+            words.iter().enumerate().map(|(id, w)| (w.as_bytes().to_vec(), id as u32, 0.0)).collect();
+        let trie = Trie::<f32>::new(&entries);
+        let first_id: FxHashMap<&[u8], u32> =
+            words.iter().enumerate().rev().map(|(id, w)| (w.as_bytes(), id as u32)).collect();
+        for _ in 0..300 {
+            let text: String = (0..8).map(|_| pieces[(rng.next_u64() % pieces.len() as u64) as usize]).collect();
+            let text = text.as_bytes();
+            let mut found = Vec::new();
+            let mut slot = 0u32;
+            for &byte in text {
+                let Some(next) = trie.child(slot, byte) else { break };
+                slot = next;
+                if let Some((id, _)) = trie.token(slot) {
+                    found.push(id);
+                }
+            }
+            let expected: Vec<u32> = (1..=text.len()).filter_map(|end| first_id.get(&text[..end]).copied()).collect();
+            assert_eq!(found, expected);
         }
     }
 

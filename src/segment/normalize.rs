@@ -1,11 +1,12 @@
 //! SentencePiece's normaliser, for loaded `.model` files: a precompiled charsmap (a darts-clone
 //! double-array trie over UTF-8 whose leaves point at NUL-terminated replacements), longest rule
 //! first; user-defined pieces kept as they are; whitespace removal, `▁` for spaces and the
-//! dummy prefix. The Python version in formats/sentencepiece.py states the rules; this one is the
-//! same loop over bytes, fast.
+//! dummy prefix; then the normalised text is cut at the user-defined pieces for the segmenter
+//! (`Encoder.encode_sentencepiece` in loaded.rs runs the whole pipeline in one call).
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::PyBytes;
+
+use super::loaded::utf8_char_len;
 
 const REPLACEMENT_CHARACTER: &[u8] = "\u{FFFD}".as_bytes();
 
@@ -13,14 +14,27 @@ const REPLACEMENT_CHARACTER: &[u8] = "\u{FFFD}".as_bytes();
 pub struct SentencePieceNormalizer {
     units: Vec<u32>,
     replacements: Vec<u8>,
-    /// User-defined pieces, longest first: the first that starts the input wins.
-    user_defined: Vec<Vec<u8>>,
+    /// User-defined pieces with their ids, longest first: the first that starts the input wins.
+    user_defined: Vec<(Vec<u8>, u32)>,
+    /// Whether a user-defined piece starts with each byte.
+    user_defined_may_start: [bool; 256],
     /// Whether any charsmap rule or user-defined piece starts with each byte; the other bytes
-    /// (most of ASCII) are copied without a lookup.
+    /// are copied without a lookup.
     may_start: [bool; 256],
+    /// ASCII bytes that stay themselves whenever the next byte is ASCII too: no user-defined
+    /// piece starts with them and no rule is the byte alone or continues it with an ASCII byte.
+    /// Letters start NFKC's composition rules ("e" + U+0301), but those continue with a
+    /// non-ASCII byte, so plain ASCII text is copied without walking the charsmap.
+    ascii_kept: [bool; 128],
     add_dummy_prefix: bool,
     remove_extra_whitespaces: bool,
     escape_whitespaces: bool,
+}
+
+/// A stretch of normalised text, or a user-defined piece (by id) found in it.
+pub enum Part<'a> {
+    Text(&'a [u8]),
+    UserDefined(u32),
 }
 
 #[inline]
@@ -28,20 +42,18 @@ fn unit_offset(unit: u32) -> usize {
     ((unit >> 10) << ((unit & (1 << 9)) >> 6)) as usize
 }
 
-/// The byte length of the valid UTF-8 character at `data[at]`, or 0 for an invalid byte.
-fn char_length(data: &[u8], at: usize) -> usize {
-    let length = match data[at] {
-        0x00..=0x7f => 1,
-        0xc2..=0xdf => 2,
-        0xe0..=0xef => 3,
-        0xf0..=0xf4 => 4,
-        _ => return 0,
-    };
-    if at + length <= data.len() && std::str::from_utf8(&data[at..at + length]).is_ok() {
-        length
-    } else {
-        0
+/// One step of a darts-clone walk: from `position` by `byte` to the next position, with the
+/// replacement offset if a rule ends there; None if no rule continues with `byte`.
+#[inline]
+fn step(units: &[u32], position: usize, byte: u8) -> Option<(usize, Option<usize>)> {
+    let position = position ^ byte as usize;
+    let &unit = units.get(position)?;
+    if unit & ((1 << 31) | 0xff) != byte as u32 {
+        return None;
     }
+    let position = position ^ unit_offset(unit);
+    let leaf = if (unit >> 8) & 1 == 1 { Some((*units.get(position)? & ((1 << 31) - 1)) as usize) } else { None };
+    Some((position, leaf))
 }
 
 impl SentencePieceNormalizer {
@@ -54,15 +66,10 @@ impl SentencePieceNormalizer {
         let mut found = None;
         let mut position = unit_offset(units[0]);
         for (index, &byte) in data.iter().enumerate().skip(start) {
-            position ^= byte as usize;
-            let Some(&unit) = units.get(position) else { break };
-            if unit & ((1 << 31) | 0xff) != byte as u32 {
-                break;
-            }
-            position ^= unit_offset(unit);
-            if (unit >> 8) & 1 == 1 {
-                let Some(&leaf) = units.get(position) else { break };
-                found = Some((index + 1 - start, (leaf & ((1 << 31) - 1)) as usize));
+            let Some((next, leaf)) = step(units, position, byte) else { break };
+            position = next;
+            if let Some(offset) = leaf {
+                found = Some((index + 1 - start, offset));
             }
         }
         let (length, offset) = found?;
@@ -76,7 +83,7 @@ impl SentencePieceNormalizer {
         if !self.may_start[data[at] as usize] && data[at] < 0x80 {
             return (&data[at..at + 1], 1);
         }
-        for piece in &self.user_defined {
+        for (piece, _) in &self.user_defined {
             if data[at..].starts_with(piece) {
                 return (&data[at..at + piece.len()], piece.len());
             }
@@ -84,9 +91,9 @@ impl SentencePieceNormalizer {
         if let Some((length, replacement)) = self.longest_rule(data, at) {
             return (replacement, length);
         }
-        match char_length(data, at) {
-            0 => (REPLACEMENT_CHARACTER, 1),
-            length => (&data[at..at + length], length),
+        match utf8_char_len(data, at) {
+            None => (REPLACEMENT_CHARACTER, 1),
+            Some(length) => (&data[at..at + length], length),
         }
     }
 
@@ -111,6 +118,19 @@ impl SentencePieceNormalizer {
         }
         let mut previous_space = self.remove_extra_whitespaces;
         while position < data.len() {
+            let byte = data[position];
+            if byte < 0x80 && self.ascii_kept[byte as usize] && data.get(position + 1).is_none_or(|&next| next < 0x80) {
+                // The general path below with the byte as its own replacement.
+                if byte != b' ' {
+                    out.push(byte);
+                    previous_space = false;
+                } else if !previous_space {
+                    out.extend_from_slice(space);
+                    previous_space = self.remove_extra_whitespaces;
+                }
+                position += 1;
+                continue;
+            }
             let (mut replacement, consumed) = self.prefix(data, position);
             if previous_space {
                 while let [b' ', rest @ ..] = replacement {
@@ -139,16 +159,46 @@ impl SentencePieceNormalizer {
         }
         out
     }
+
+    /// Cuts normalised text at the user-defined pieces (leftmost, then longest) into the
+    /// stretches between them and the pieces' ids, in order. The pieces are UTF-8 text and so is
+    /// the normalised text, so a piece can only match where a character starts.
+    pub fn split_user_defined<'a>(&self, normalized: &'a [u8], mut f: impl FnMut(Part<'a>)) {
+        let mut start = 0;
+        let mut at = 0;
+        while at < normalized.len() {
+            let found = if self.user_defined_may_start[normalized[at] as usize] {
+                self.user_defined.iter().find(|(bytes, _)| normalized[at..].starts_with(bytes))
+            } else {
+                None
+            };
+            match found {
+                Some((bytes, id)) => {
+                    if at > start {
+                        f(Part::Text(&normalized[start..at]));
+                    }
+                    f(Part::UserDefined(*id));
+                    at += bytes.len();
+                    start = at;
+                }
+                None => at += 1,
+            }
+        }
+        if normalized.len() > start {
+            f(Part::Text(&normalized[start..]));
+        }
+    }
 }
 
 #[pymethods]
 impl SentencePieceNormalizer {
-    /// `charsmap` is the model's precompiled_charsmap (empty: no rules).
+    /// `charsmap` is the model's precompiled_charsmap (empty: no rules); `user_defined` are the
+    /// (UTF-8 text, id) of the pieces kept whole.
     #[new]
     #[pyo3(signature = (charsmap, user_defined, add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces))]
     fn new(
         charsmap: &[u8],
-        mut user_defined: Vec<Vec<u8>>,
+        mut user_defined: Vec<(Vec<u8>, u32)>,
         add_dummy_prefix: bool,
         remove_extra_whitespaces: bool,
         escape_whitespaces: bool,
@@ -166,33 +216,37 @@ impl SentencePieceNormalizer {
             let units = charsmap[4..4 + size].chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
             (units, charsmap[4 + size..].to_vec())
         };
-        user_defined.retain(|piece| !piece.is_empty());
-        user_defined.sort_by_key(|piece| std::cmp::Reverse(piece.len()));
+        user_defined.retain(|(piece, _)| !piece.is_empty());
+        user_defined.sort_by_key(|(piece, _)| std::cmp::Reverse(piece.len()));
         let mut may_start = [false; 256];
-        for piece in &user_defined {
+        for (piece, _) in &user_defined {
             may_start[piece[0] as usize] = true;
+        }
+        let user_defined_may_start = may_start;
+        let mut ascii_kept = [false; 128];
+        for byte in 0..128u8 {
+            ascii_kept[byte as usize] = !may_start[byte as usize];
         }
         if let Some(&root) = units.first() {
             for byte in 0..=255u8 {
-                let position = unit_offset(root) ^ byte as usize;
-                may_start[byte as usize] |= units.get(position).is_some_and(|&unit| unit & ((1 << 31) | 0xff) == byte as u32);
+                let Some((position, leaf)) = step(&units, unit_offset(root), byte) else { continue };
+                may_start[byte as usize] = true;
+                if byte < 0x80 {
+                    ascii_kept[byte as usize] &= leaf.is_none() && (0..0x80u8).all(|next| step(&units, position, next).is_none());
+                }
             }
         }
         Ok(SentencePieceNormalizer {
             units,
             replacements,
             user_defined,
+            user_defined_may_start,
             may_start,
+            ascii_kept,
             add_dummy_prefix,
             remove_extra_whitespaces,
             escape_whitespaces,
         })
-    }
-
-    /// The normalised UTF-8 bytes of `text` (UTF-8 bytes).
-    fn normalize<'py>(&self, py: Python<'py>, text: &[u8]) -> Bound<'py, PyBytes> {
-        let out = py.detach(|| self.normalize_bytes(text));
-        PyBytes::new(py, &out)
     }
 }
 

@@ -87,6 +87,20 @@ def test_ids_and_text_equal_sentencepiece_on_arbitrary_text(pairs, text, name):
     assert ours.decode(expected) == processor.decode(expected)
 
 
+# Text the core's shortcuts meet: ASCII copied without a charsmap walk unless a combining mark
+# follows it, marks that compose with the letter before them, runs of spaces, words longer than
+# the short-word merge (32 symbols) and "▁" itself, which BPE words are cut before.
+SHORTCUT_TEXT = st.lists(st.sampled_from(["a", "e", "t", "he", "the", " ", "  ", "\u0301", "\u0308", "\u0327", "é", "ﬁ", "①",
+                                          "▁", "中", "\n", "\t", "Ａ", "foo", "<sep>", "x" * 40, "ab" * 20]), max_size=50).map("".join)
+
+
+@settings(max_examples=150, deadline=None)
+@given(text=SHORTCUT_TEXT, name=st.sampled_from(list(MODELS)))
+def test_ids_equal_sentencepiece_where_the_core_takes_shortcuts(pairs, text, name):
+    processor, ours, _ = pairs[name]
+    assert ours.encode(text) == processor.encode(text)
+
+
 def test_model_fields_are_read(pairs):
     processor, ours, path = pairs["bpe-user-defined"]
     spec = read_model(path.read_bytes(), "model")

@@ -13,7 +13,6 @@ import struct
 from pathlib import Path
 from typing import Any
 
-import regex
 
 from polytok import _core
 from polytok.errors import EncodeError, FormatError
@@ -129,19 +128,12 @@ class SentencePiecePipeline(LoadedPipeline):
         self.spec = spec
         if spec["precompiled_charsmap"]:
             CharsMap(spec["precompiled_charsmap"], f"{source} normalizer_spec.precompiled_charsmap")  # checks its header
-        pieces = spec["pieces"]
-        self.kinds = [kind for _, _, kind in pieces]
-        user_defined = sorted((piece for piece, _, kind in pieces if kind == USER_DEFINED), key=len, reverse=True)
-        self.user_defined_ids = {piece: index for index, (piece, _, kind) in enumerate(pieces) if kind == USER_DEFINED}
-        self.user_defined = regex.compile("|".join(regex.escape(piece) for piece in user_defined)) if user_defined else None
+        user_defined = [(piece.encode("utf-8"), index) for index, (piece, _, kind) in enumerate(spec["pieces"]) if kind == USER_DEFINED]
+        # The whole encoding (normaliser, user-defined pieces, segmenter) runs in one core call.
         self.normalizer_core = _core.SentencePieceNormalizer(
-            spec["precompiled_charsmap"], [piece.encode("utf-8") for piece in user_defined],
+            spec["precompiled_charsmap"], user_defined,
             spec["add_dummy_prefix"], spec["remove_extra_whitespaces"], spec["escape_whitespaces"],
         )
-
-    def normalize(self, text: str) -> bytes:
-        """SentencePiece's Normalizer::Normalize, as UTF-8 bytes (in the core)."""
-        return self.normalizer_core.normalize(text.encode("utf-8", "surrogatepass"))
 
     def encode(self, encoder: Any, text: str | bytes, split_added: bool = True) -> list[int]:
         if not isinstance(text, str):
@@ -149,19 +141,7 @@ class SentencePiecePipeline(LoadedPipeline):
                 text = bytes(text).decode("utf-8")
             except (UnicodeDecodeError, TypeError) as error:
                 raise EncodeError(f"a tokeniser loaded from a SentencePiece model encodes text; the bytes given are not UTF-8 ({error})") from None
-        data = self.normalize(text)
-        if self.user_defined is None:
-            return encoder.encode_words(data, [len(data)]) if data else []
-        normalized = data.decode("utf-8", "surrogatepass")
-        ids: list[int] = []
-        start = 0
-        for match in self.user_defined.finditer(normalized):
-            if match.start() > start:
-                ids += _encode_one(encoder, normalized[start : match.start()])
-            ids.append(self.user_defined_ids[match.group()])
-            start = match.end()
-        ids += _encode_one(encoder, normalized[start:])
-        return ids
+        return encoder.encode_sentencepiece(self.normalizer_core, text.encode("utf-8", "surrogatepass"))
 
     def decode(self, ids: list[int]) -> str:
         """SentencePiece's DecodeIds."""
@@ -202,11 +182,6 @@ class SentencePiecePipeline(LoadedPipeline):
                 first = False
         flush()
         return "".join(out)
-
-
-def _encode_one(encoder: Any, text: str) -> list[int]:
-    data = text.encode("utf-8", "surrogatepass")
-    return encoder.encode_words(data, [len(data)]) if data else []
 
 
 # ---- loading ---------------------------------------------------------------------------------
