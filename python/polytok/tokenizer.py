@@ -255,7 +255,7 @@ class Tokenizer:
         thread count, and text 0 gets what `encode(text, seed=seed)` gives."""
         if self.pipeline is not None:
             self._no_randomness_in_pipeline(sample, dropout)
-            return [self.pipeline.encode(self._encoder, text) for text in texts]
+            return self.pipeline.encode_batch(self._encoder, list(texts), _threads(num_threads))
         policy = self._policy(allowed_special, disallowed_special)
         randomness = self._randomness(sample, alpha, dropout, seed)
         try:

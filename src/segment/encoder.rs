@@ -130,6 +130,12 @@ impl Encoder {
         })
     }
 
+    /// Text that is already one pre-token -> ids, appended to `out`, skipping the pre-tokeniser
+    /// (whose UTF-8 check over the whole text costs ~6% where the caller guarantees valid UTF-8).
+    pub(super) fn segment_word_into(&self, word: &[u8], out: &mut Vec<u32>) {
+        self.segmenter.segment(word, out);
+    }
+
     /// Ordinary text (no special tokens) -> ids, appended to `out`.
     pub fn encode_ordinary_into(&self, text: &[u8], out: &mut Vec<u32>) {
         self.pretokenizer
@@ -232,7 +238,7 @@ impl Encoder {
     /// Runs `work(document index, text)` on every text in parallel (order kept), on
     /// `num_threads` threads or rayon's default pool. Err: (document index, token) of the first
     /// document with a disallowed token.
-    fn run_batch<T: Send>(
+    pub(super) fn run_batch<T: Send>(
         &self,
         py: Python<'_>,
         texts: &[Bound<'_, PyAny>],
@@ -240,19 +246,13 @@ impl Encoder {
         work: impl Fn(usize, &[u8]) -> Result<T, Vec<u8>> + Sync + Send,
     ) -> PyResult<Vec<T>> {
         let texts: Vec<Cow<[u8]>> = texts.iter().map(text_bytes).collect::<PyResult<_>>()?;
-        let results: Vec<Result<T, Vec<u8>>> = py.detach(|| -> PyResult<_> {
-            let run = || {
+        let results: Vec<Result<T, Vec<u8>>> = py.detach(|| {
+            with_threads(num_threads, || {
                 texts
                     .par_iter()
                     .enumerate()
                     .map(|(index, text)| work(index, text))
                     .collect()
-            };
-            Ok(match num_threads {
-                None => run(),
-                Some(threads) => thread_pool(threads)
-                    .map_err(PyValueError::new_err)?
-                    .install(run),
             })
         })?;
         results
@@ -370,6 +370,20 @@ impl NBest {
             })
             .collect()
     }
+}
+
+/// Runs `work` (which may use rayon) on rayon's default pool, or with `Some(threads)` on a
+/// kept pool of that many threads: how every batch call honours its `num_threads`.
+pub(super) fn with_threads<T: Send>(
+    num_threads: Option<usize>,
+    work: impl FnOnce() -> T + Send,
+) -> PyResult<T> {
+    Ok(match num_threads {
+        None => work(),
+        Some(threads) => thread_pool(threads)
+            .map_err(PyValueError::new_err)?
+            .install(work),
+    })
 }
 
 /// A rayon pool of `threads` threads, built on first use and kept: building one per call would
@@ -561,9 +575,9 @@ impl Encoder {
     ) -> PyResult<Bound<'py, PyArray1<u64>>> {
         let texts: Vec<Cow<[u8]>> = texts.iter().map(text_bytes).collect::<PyResult<_>>()?;
         let size = self.token_offsets.len() - 1;
-        let histogram = py.detach(|| -> PyResult<Vec<u64>> {
+        let histogram = py.detach(|| {
             // Integer sums: the result is the same whatever the split across threads.
-            let run = || {
+            with_threads(num_threads, || {
                 texts
                     .par_iter()
                     .fold(
@@ -586,10 +600,6 @@ impl Encoder {
                             total
                         },
                     )
-            };
-            Ok(match num_threads {
-                None => run(),
-                Some(threads) => thread_pool(threads).map_err(PyValueError::new_err)?.install(run),
             })
         })?;
         Ok(PyArray1::from_vec(py, histogram))

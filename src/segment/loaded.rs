@@ -16,9 +16,11 @@ use std::collections::BinaryHeap;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
-use super::encoder::Encoder;
+use super::encoder::{with_threads, Encoder};
 use super::normalize::{Part, SentencePieceNormalizer};
 use super::Segmenter;
 
@@ -709,6 +711,64 @@ impl Segmenter for CharLongestMatch {
     }
 }
 
+// ---- Loaded pipelines -------------------------------------------------------------------
+
+/// A document as a loaded pipeline's Python stages leave it: words back to back in `data`, cut
+/// at `lengths`, and the added tokens found in it as (index of the word they precede, id), in
+/// order (an index equal to the number of words puts the token at the end).
+struct Words<'a> {
+    data: &'a [u8],
+    lengths: Vec<usize>,
+    added: Vec<(usize, u32)>,
+}
+
+impl<'a> Words<'a> {
+    fn new(data: &'a [u8], lengths: Vec<usize>, added: Vec<(usize, u32)>) -> PyResult<Self> {
+        if lengths.iter().sum::<usize>() != data.len() {
+            return Err(PyValueError::new_err("the word lengths do not add up to the data"));
+        }
+        let in_order = added.windows(2).all(|pair| pair[0].0 <= pair[1].0);
+        if !in_order || added.last().is_some_and(|&(before, _)| before > lengths.len()) {
+            return Err(PyValueError::new_err("the added tokens' word indices must be in order and at most the number of words"));
+        }
+        Ok(Words { data, lengths, added })
+    }
+}
+
+impl Encoder {
+    /// SentencePiece's ids of `text`: `normalizer`'s output cut at its user-defined pieces, the
+    /// stretches between them segmented whole, as SentencePiece does. The normaliser writes
+    /// U+FFFD for invalid input bytes, so the stretches skip the pre-tokeniser's UTF-8 check.
+    fn sentencepiece_ids(&self, normalizer: &SentencePieceNormalizer, text: &[u8]) -> Vec<u32> {
+        let normalized = normalizer.normalize_bytes(text);
+        let mut out = Vec::with_capacity(normalized.len() / 2);
+        normalizer.split_user_defined(&normalized, |part| match part {
+            Part::Text(stretch) => self.segment_word_into(stretch, &mut out),
+            Part::UserDefined(id) => out.push(id),
+        });
+        out
+    }
+
+    /// The ids of a pre-tokenised document: each word through the core pre-tokeniser (the
+    /// pipeline's regex, if it runs here) and the segmenter, the added tokens in their places.
+    fn words_ids(&self, document: &Words) -> Vec<u32> {
+        let mut out = Vec::with_capacity(document.data.len() / 2);
+        let mut added = document.added.iter().peekable();
+        let mut start = 0;
+        for (index, &length) in document.lengths.iter().enumerate() {
+            while let Some(&(_, id)) = added.next_if(|&&(before, _)| before == index) {
+                out.push(id);
+            }
+            if length > 0 {
+                self.encode_ordinary_into(&document.data[start..start + length], &mut out);
+            }
+            start += length;
+        }
+        out.extend(added.map(|&(_, id)| id));
+        out
+    }
+}
+
 // ---- Python constructors ---------------------------------------------------------------------
 
 fn strings(entries: &[(Vec<u8>, u32, f64)]) -> Strings {
@@ -811,37 +871,48 @@ impl Encoder {
         Ok(Encoder::from_parts(pattern, Box::new(segmenter), tokens, Vec::new())?.dropping_unmatched())
     }
 
-    /// The ids SentencePiece gives `text` (UTF-8 bytes): `normalizer`'s output cut at its
-    /// user-defined pieces, the stretches between them segmented whole.
+    /// The ids SentencePiece gives `text` (UTF-8 bytes).
     fn encode_sentencepiece(&self, py: Python<'_>, normalizer: &Bound<'_, SentencePieceNormalizer>, text: &[u8]) -> Vec<u32> {
         let normalizer = normalizer.get();
-        py.detach(|| {
-            let normalized = normalizer.normalize_bytes(text);
-            let mut out = Vec::with_capacity(normalized.len() / 2);
-            normalizer.split_user_defined(&normalized, |part| match part {
-                Part::Text(stretch) => self.encode_ordinary_into(stretch, &mut out),
-                Part::UserDefined(id) => out.push(id),
-            });
-            out
-        })
+        py.detach(|| self.sentencepiece_ids(normalizer, text))
     }
 
-    /// The ids of pre-tokenised words given back to back: `data` cut at `lengths`.
-    fn encode_words(&self, py: Python<'_>, data: &[u8], lengths: Vec<usize>) -> PyResult<Vec<u32>> {
-        if lengths.iter().sum::<usize>() != data.len() {
-            return Err(PyValueError::new_err("the word lengths do not add up to the data"));
-        }
-        Ok(py.detach(|| {
-            let mut out = Vec::with_capacity(data.len() / 2);
-            let mut start = 0;
-            for length in lengths {
-                if length > 0 {
-                    self.encode_ordinary_into(&data[start..start + length], &mut out);
-                }
-                start += length;
-            }
-            out
-        }))
+    /// `encode_sentencepiece` of many texts (str, or bytes the caller checked are UTF-8), in
+    /// parallel with the GIL released, on `num_threads` threads or rayon's default pool; each
+    /// text's ids do not depend on the others, so neither do they on the thread count.
+    #[pyo3(signature = (normalizer, texts, num_threads=None))]
+    fn encode_sentencepiece_batch(
+        &self,
+        py: Python<'_>,
+        normalizer: &Bound<'_, SentencePieceNormalizer>,
+        texts: Vec<Bound<'_, PyAny>>,
+        num_threads: Option<usize>,
+    ) -> PyResult<Vec<Vec<u32>>> {
+        let normalizer = normalizer.get();
+        self.run_batch(py, &texts, num_threads, |_, text| Ok(self.sentencepiece_ids(normalizer, text)))
+    }
+
+    /// The ids of one document pre-tokenised by a loaded pipeline: its words back to back in
+    /// `data`, cut at `lengths`, with the `added` tokens as (index of the word they precede, id).
+    fn encode_words(&self, py: Python<'_>, data: &[u8], lengths: Vec<usize>, added: Vec<(usize, u32)>) -> PyResult<Vec<u32>> {
+        let document = Words::new(data, lengths, added)?;
+        Ok(py.detach(|| self.words_ids(&document)))
+    }
+
+    /// `encode_words` of many (data, lengths, added) documents, in parallel with the GIL
+    /// released, on `num_threads` threads or rayon's default pool; ids in input order.
+    #[pyo3(signature = (documents, num_threads=None))]
+    fn encode_words_batch(
+        &self,
+        py: Python<'_>,
+        documents: Vec<(Bound<'_, PyBytes>, Vec<usize>, Vec<(usize, u32)>)>,
+        num_threads: Option<usize>,
+    ) -> PyResult<Vec<Vec<u32>>> {
+        let documents: Vec<Words> = documents
+            .iter()
+            .map(|(data, lengths, added)| Words::new(data.as_bytes(), lengths.clone(), added.clone()))
+            .collect::<PyResult<_>>()?;
+        py.detach(|| with_threads(num_threads, || documents.par_iter().map(|document| self.words_ids(document)).collect()))
     }
 }
 

@@ -257,6 +257,49 @@ def test_ids_and_text_equal_hf_on_arbitrary_text(pairs, text, name):
     assert ours.decode(expected) == hf.decode(expected, skip_special_tokens=False)
 
 
+# Batches mix str and UTF-8 bytes, empty texts, the files' added and special tokens (with their
+# lstrip/rstrip), and lone surrogates (which `tokenizers` refuses: those texts are compared with
+# polytok's own encode only).
+BATCH = st.lists(
+    st.text(ALPHABET, max_size=30)
+    | st.lists(st.sampled_from(HOSTILE + ["the", " of", "<|endoftext|>", "<pad>", "[SEP]"]), max_size=6).map("".join)
+    | st.sampled_from(["", "\ud800", "a\udfff <mask>"]),
+    max_size=8,
+)
+
+
+def _has_surrogates(text: str) -> bool:
+    return any("\ud800" <= char <= "\udfff" for char in text)
+
+
+@settings(max_examples=200, deadline=None)
+@given(texts=BATCH, name=st.sampled_from(NAMES))
+def test_encode_batch_equals_encode_and_hf_whatever_the_threads(pairs, texts, name):
+    hf, ours = pairs[name]
+    given_texts = [text.encode("utf-8") if index % 2 and not _has_surrogates(text) else text for index, text in enumerate(texts)]
+    try:
+        expected = [ours.encode(text) for text in given_texts]
+    except UnicodeError as error:  # a Python stage that cannot take a lone surrogate fails alike
+        for threads in (1, 2):
+            with pytest.raises(type(error)):
+                ours.encode_batch(given_texts, num_threads=threads)
+        return
+    for threads in (1, 2, None):
+        assert ours.encode_batch(given_texts, num_threads=threads) == expected
+    peer_texts = [text for text in texts if not _has_surrogates(text)]
+    peer = [encoding.ids for encoding in hf.encode_batch(peer_texts, add_special_tokens=False)]
+    assert [ids for ids, text in zip(expected, texts) if not _has_surrogates(text)] == peer
+
+
+@pytest.mark.parametrize("name", ["byte-level-prefix-nfc", "llama2-bpe", "wordpiece", "unigram-precompiled"])
+def test_encode_batch_of_many_documents_equals_hf_batch(pairs, name):
+    hf, ours = pairs[name]
+    documents = ["\n".join(HELD_OUT[start : start + 20]) for start in range(0, len(HELD_OUT), 20)] + HOSTILE
+    expected = [encoding.ids for encoding in hf.encode_batch(documents, add_special_tokens=False)]
+    assert ours.encode_batch(documents, num_threads=2) == expected
+    assert ours.encode_batch(documents, num_threads=1) == expected
+
+
 @pytest.mark.parametrize(("edit", "message"), [
     (lambda r: r.__setitem__("normalizer", {"type": "Sequence", "normalizers": [{"type": "NFC"}, {"type": "Lowercase"}, {"type": "StripAccents"}]}),
      r"normalizer.normalizers\[2\] type 'StripAccents' is not supported"),

@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import polytok
-from polytok.errors import FormatError
+from polytok.errors import EncodeError, FormatError
 from polytok.formats.sentencepiece import parse_message, read_model
 
 spm = pytest.importorskip("sentencepiece")
@@ -99,6 +99,50 @@ SHORTCUT_TEXT = st.lists(st.sampled_from(["a", "e", "t", "he", "the", " ", "  ",
 def test_ids_equal_sentencepiece_where_the_core_takes_shortcuts(pairs, text, name):
     processor, ours, _ = pairs[name]
     assert ours.encode(text) == processor.encode(text)
+
+
+# Batches mix str and UTF-8 bytes, empty texts, user-defined pieces and lone surrogates (which
+# no peer accepts: those texts are compared with polytok's own encode only).
+BATCH = st.lists(
+    st.text(st.characters(codec="utf-8"), max_size=30) | SHORTCUT_TEXT | st.sampled_from(HOSTILE + ["\ud800x\udfff"]),
+    max_size=8,
+)
+
+
+def _as_given(texts: list[str]) -> list[str | bytes]:
+    """Every other text as UTF-8 bytes, where it has no surrogates."""
+    return [text.encode("utf-8") if index % 2 and not _has_surrogates(text) else text for index, text in enumerate(texts)]
+
+
+def _has_surrogates(text: str) -> bool:
+    return any("\ud800" <= char <= "\udfff" for char in text)
+
+
+@settings(max_examples=150, deadline=None)
+@given(texts=BATCH, name=st.sampled_from(list(MODELS)))
+def test_encode_batch_equals_encode_and_sentencepiece_whatever_the_threads(pairs, texts, name):
+    processor, ours, _ = pairs[name]
+    given_texts = _as_given(texts)
+    expected = [ours.encode(text) for text in given_texts]
+    for threads in (1, 2, None):
+        assert ours.encode_batch(given_texts, num_threads=threads) == expected
+    peer_texts = [index for index, text in enumerate(texts) if not _has_surrogates(text)]
+    assert [expected[index] for index in peer_texts] == processor.encode([texts[index] for index in peer_texts])
+
+
+@pytest.mark.parametrize("name", ["unigram-user-defined", "bpe-nfkc-bytes"])
+def test_encode_batch_of_many_documents_equals_sentencepiece_batch(pairs, name):
+    processor, ours, _ = pairs[name]
+    documents = ["\n".join(HELD_OUT[start : start + 20]) for start in range(0, len(HELD_OUT), 20)] + HOSTILE
+    expected = processor.encode(documents, num_threads=2)
+    assert ours.encode_batch(documents, num_threads=2) == expected
+    assert ours.encode_batch(documents, num_threads=1) == expected
+
+
+def test_encode_batch_refuses_bytes_that_are_not_utf8(pairs):
+    _, ours, _ = pairs["bpe-nfkc-bytes"]
+    with pytest.raises(EncodeError, match="not UTF-8"):
+        ours.encode_batch(["fine", b"\xff\xfe"], num_threads=2)
 
 
 def test_model_fields_are_read(pairs):

@@ -417,6 +417,16 @@ class LoadedPipeline:
 
     def encode(self, encoder: Any, text: str | bytes, split_added: bool = True) -> list[int]:
         """The ids of `text` through the file's pipeline and the core `encoder`."""
+        return encoder.encode_words(*self._words(text, split_added))
+
+    def encode_batch(self, encoder: Any, texts: list[str | bytes], num_threads: int | None) -> list[list[int]]:
+        """`encode` of each text: the Python stages (added tokens, normaliser, pre-tokeniser
+        steps) run here one text after another, the core's part in parallel on `num_threads`."""
+        return encoder.encode_words_batch([self._words(text, True) for text in texts], num_threads)
+
+    def _words(self, text: str | bytes, split_added: bool) -> tuple[bytes, list[int], list[tuple[int, int]]]:
+        """The Python stages of the pipeline: the words of `text` back to back, their lengths,
+        and each added token as (index of the word it precedes, id), for the core's encode_words."""
         if not isinstance(text, str):
             try:
                 text = bytes(text).decode("utf-8")
@@ -424,13 +434,8 @@ class LoadedPipeline:
                 raise EncodeError(
                     f"a tokeniser loaded from a {self.kind} file encodes text; the bytes given are not UTF-8 ({error})"
                 ) from None
-        ids: list[int] = []
         words: list[bytes] = []
-
-        def flush() -> None:
-            if words:
-                ids.extend(encoder.encode_words(b"".join(words), [len(word) for word in words]))
-                words.clear()
+        added: list[tuple[int, int]] = []
 
         def add_text(piece: str, first: bool) -> None:
             if self.pre_tokenizer is None:
@@ -443,18 +448,15 @@ class LoadedPipeline:
 
         for raw, raw_id, raw_first in _split_added(text, self._raw_added if split_added else None, True):
             if raw_id is not None:
-                flush()
-                ids.append(raw_id)
+                added.append((len(words), raw_id))
                 continue
             normalized = self.normalizer(raw) if self.normalizer is not None else raw
             for piece, piece_id, first in _split_added(normalized, self._normalized_added if split_added else None, raw_first):
                 if piece_id is not None:
-                    flush()
-                    ids.append(piece_id)
+                    added.append((len(words), piece_id))
                 else:
                     add_text(piece, first)
-        flush()
-        return ids
+        return b"".join(words), [len(word) for word in words], added
 
     def decode(self, ids: list[int]) -> str:
         """The text of `ids` as the file's own library decodes it (no tokens skipped)."""

@@ -136,12 +136,11 @@ class SentencePiecePipeline(LoadedPipeline):
         )
 
     def encode(self, encoder: Any, text: str | bytes, split_added: bool = True) -> list[int]:
-        if not isinstance(text, str):
-            try:
-                text = bytes(text).decode("utf-8")
-            except (UnicodeDecodeError, TypeError) as error:
-                raise EncodeError(f"a tokeniser loaded from a SentencePiece model encodes text; the bytes given are not UTF-8 ({error})") from None
-        return encoder.encode_sentencepiece(self.normalizer_core, text.encode("utf-8", "surrogatepass"))
+        return encoder.encode_sentencepiece(self.normalizer_core, _utf8(text).encode("utf-8", "surrogatepass"))
+
+    def encode_batch(self, encoder: Any, texts: list[str | bytes], num_threads: int | None) -> list[list[int]]:
+        """`encode` of each text, the whole pipeline in the core, in parallel on `num_threads`."""
+        return encoder.encode_sentencepiece_batch(self.normalizer_core, [_utf8(text) for text in texts], num_threads)
 
     def decode(self, ids: list[int]) -> str:
         """SentencePiece's DecodeIds."""
@@ -182,6 +181,16 @@ class SentencePiecePipeline(LoadedPipeline):
                 first = False
         flush()
         return "".join(out)
+
+
+def _utf8(text: str | bytes) -> str:
+    """`text` as str; bytes must be UTF-8 (a SentencePiece model encodes text)."""
+    if isinstance(text, str):
+        return text
+    try:
+        return bytes(text).decode("utf-8")
+    except (UnicodeDecodeError, TypeError) as error:
+        raise EncodeError(f"a tokeniser loaded from a SentencePiece model encodes text; the bytes given are not UTF-8 ({error})") from None
 
 
 # ---- loading ---------------------------------------------------------------------------------
