@@ -1,27 +1,29 @@
 """Encoding speed of loaded models: polytok reading a HF tokenizer.json or a SentencePiece .model
-against the library that wrote it, single-threaded, on the same documents of ../shared/data.
+against the library that wrote it, on the same documents of ../shared/data.
 
 Models (trained here once on the shared data, cached under benchmarks/out/): HF byte-level BPE
 (GPT-2 layout), HF char-level BPE with byte fallback (Llama 2 layout), HF WordPiece (BERT
 layout), HF Unigram (NFKC + Metaspace), SentencePiece Unigram and BPE (nmt_nfkc). Before timing,
 the ids must agree on a sample. Prints median wall and CPU time, MB/s and polytok's speed
-relative to the peer in both (target: >= 1). Both sides run on one thread: HF's batch through
-RAYON_NUM_THREADS=1, SentencePiece's through num_threads=1 (its batch encode otherwise uses
-every core); CPU time says the same where other processes share the machine.
+relative to the peer in both (target: >= 1). Two modes, each in its own process because HF reads
+RAYON_NUM_THREADS once, when its pool starts:
+- single: one thread on both sides: polytok's encode per document, HF's batch with
+  RAYON_NUM_THREADS=1, SentencePiece's with num_threads=1 (CPU time says the same where other
+  processes share the machine);
+- batch: every core on both sides: polytok's encode_batch, HF's encode_batch (RAYON_NUM_THREADS
+  unset), SentencePiece's batch with num_threads=-1.
 
-    python benchmarks/bench_loaded.py [--mb 5] [--repeats 3] [--vocab 8000] [--only spm-unigram ...]
+    python benchmarks/bench_loaded.py [--mode single|batch|both] [--mb 5] [--repeats 3] [--vocab 8000] [--only spm-unigram ...]
 """
 from __future__ import annotations
 
 import argparse
 import os
-
-os.environ.setdefault("RAYON_NUM_THREADS", "1")  # HF's batch encoding on one thread
-os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
-
-import statistics  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 DATA = Path("/work/shared/data")
 OUT = Path(__file__).resolve().parent / "out"
@@ -99,12 +101,13 @@ def train_models(vocab_size: int, only: list[str] | None = None) -> dict[str, Pa
     return paths
 
 
-def peer_encoder(name: str, path: Path):
-    """docs -> total tokens with the library that wrote the file."""
+def peer_encoder(name: str, path: Path, batch: bool):
+    """(docs -> total tokens, doc -> ids) with the library that wrote the file, on one thread
+    or (`batch`) on every core."""
     if name.startswith("spm"):
         import sentencepiece
 
-        processor = sentencepiece.SentencePieceProcessor(model_file=str(path), num_threads=1)
+        processor = sentencepiece.SentencePieceProcessor(model_file=str(path), num_threads=-1 if batch else 1)
         return lambda docs: sum(map(len, processor.encode(docs))), lambda doc: processor.encode(doc)
     import tokenizers
 
@@ -125,33 +128,65 @@ def median_time(encode, docs: list[str], repeats: int) -> tuple[float, float, in
     return statistics.median(walls), statistics.median(cpus), tokens
 
 
+# The environment each mode needs (None: unset): HF's rayon pool on one thread, or rayon's default
+# (every core) with HF's parallelism on.
+MODE_ENVIRONMENT = {
+    "single": {"RAYON_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"},
+    "batch": {"RAYON_NUM_THREADS": None, "TOKENIZERS_PARALLELISM": "true"},
+}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mode", choices=["single", "batch", "both"], default="both",
+                        help="one thread per side, every core per side, or both (default)")
     parser.add_argument("--mb", type=float, default=5.0, help="size of the benchmark text in MB")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per measurement (median reported)")
     parser.add_argument("--vocab", type=int, default=8000, help="vocabulary size of the trained models")
     parser.add_argument("--only", nargs="*", help="model names to run (default: all)")
     args = parser.parse_args()
 
+    modes = ["single", "batch"] if args.mode == "both" else [args.mode]
+    if len(modes) == 1 and all(os.environ.get(key) == value for key, value in MODE_ENVIRONMENT[modes[0]].items()):
+        run_mode(modes[0], args)
+        return
+    train_models(args.vocab, args.only)  # once, before the modes' processes read the cache
+    for mode in modes:
+        environment = {key: value for key, value in os.environ.items() if key not in MODE_ENVIRONMENT[mode]}
+        environment.update({key: value for key, value in MODE_ENVIRONMENT[mode].items() if value is not None})
+        command = [sys.executable, __file__, "--mode", mode, "--mb", str(args.mb), "--repeats", str(args.repeats),
+                   "--vocab", str(args.vocab), *(["--only", *args.only] if args.only else [])]
+        subprocess.run(command, env=environment, check=True)
+
+
+def run_mode(mode: str, args: argparse.Namespace) -> None:
+    """Times every model in this process, whose RAYON_NUM_THREADS already suits `mode`."""
     import polytok
 
+    batch = mode == "batch"
     paths = train_models(args.vocab, args.only)
     docs = documents(args.mb)
     megabytes = sum(len(doc.encode("utf-8")) for doc in docs) / 1e6
-    print(f"{megabytes:.1f} MB in {len(docs)} documents; one thread; median of {args.repeats}; "
+    threads = "every core on both sides (polytok encode_batch)" if batch else "one thread"
+    print(f"\n{mode}: {megabytes:.1f} MB in {len(docs)} documents; {threads}; median of {args.repeats}; "
           f"load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores")
     print(f"{'model':<18} {'segmenter':<18} {'peer s':>7} {'ours s':>7} {'peer cpu':>9} {'ours cpu':>9} "
           f"{'peer MB/s':>10} {'ours MB/s':>10} {'ours/peer wall':>15} {'cpu':>6}")
     for name, path in paths.items():
-        if args.only and name not in args.only:
-            continue
         ours = polytok.load(path)
-        peer_batch, peer_one = peer_encoder(name, path)
+        peer_batch, peer_one = peer_encoder(name, path, batch)
         sample = docs[:: max(1, len(docs) // 100)]
-        if [ours.encode(doc) for doc in sample] != [peer_one(doc) for doc in sample]:
+        ours_sample = ours.encode_batch(sample) if batch else [ours.encode(doc) for doc in sample]
+        if ours_sample != [peer_one(doc) for doc in sample]:
             raise SystemExit(f"{name}: polytok's ids differ from the peer's on the sample")
+        if batch:
+            def ours_encode(docs: list[str]) -> int:
+                return sum(map(len, ours.encode_batch(docs)))
+        else:
+            def ours_encode(docs: list[str]) -> int:
+                return sum(len(ours.encode(doc)) for doc in docs)
         peer_seconds, peer_cpu, peer_tokens = median_time(peer_batch, docs, args.repeats)
-        our_seconds, our_cpu, our_tokens = median_time(lambda docs: sum(len(ours.encode(doc)) for doc in docs), docs, args.repeats)
+        our_seconds, our_cpu, our_tokens = median_time(ours_encode, docs, args.repeats)
         if peer_tokens != our_tokens:
             raise SystemExit(f"{name}: {our_tokens} tokens against the peer's {peer_tokens}")
         print(f"{name:<18} {ours.segmenter:<18} {peer_seconds:7.2f} {our_seconds:7.2f} {peer_cpu:9.2f} {our_cpu:9.2f} "
