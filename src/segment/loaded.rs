@@ -718,12 +718,15 @@ impl Segmenter for CharLongestMatch {
 /// order (an index equal to the number of words puts the token at the end).
 struct Words<'a> {
     data: &'a [u8],
-    lengths: Vec<usize>,
-    added: Vec<(usize, u32)>,
+    lengths: &'a [usize],
+    added: &'a [(usize, u32)],
 }
 
+/// A `Words` document as Python passes it: (data, lengths, added).
+type WordsFromPython<'py> = (Bound<'py, PyBytes>, Vec<usize>, Vec<(usize, u32)>);
+
 impl<'a> Words<'a> {
-    fn new(data: &'a [u8], lengths: Vec<usize>, added: Vec<(usize, u32)>) -> PyResult<Self> {
+    fn new(data: &'a [u8], lengths: &'a [usize], added: &'a [(usize, u32)]) -> PyResult<Self> {
         if lengths.iter().sum::<usize>() != data.len() {
             return Err(PyValueError::new_err("the word lengths do not add up to the data"));
         }
@@ -895,7 +898,7 @@ impl Encoder {
     /// The ids of one document pre-tokenised by a loaded pipeline: its words back to back in
     /// `data`, cut at `lengths`, with the `added` tokens as (index of the word they precede, id).
     fn encode_words(&self, py: Python<'_>, data: &[u8], lengths: Vec<usize>, added: Vec<(usize, u32)>) -> PyResult<Vec<u32>> {
-        let document = Words::new(data, lengths, added)?;
+        let document = Words::new(data, &lengths, &added)?;
         Ok(py.detach(|| self.words_ids(&document)))
     }
 
@@ -905,12 +908,12 @@ impl Encoder {
     fn encode_words_batch(
         &self,
         py: Python<'_>,
-        documents: Vec<(Bound<'_, PyBytes>, Vec<usize>, Vec<(usize, u32)>)>,
+        documents: Vec<WordsFromPython<'_>>,
         num_threads: Option<usize>,
     ) -> PyResult<Vec<Vec<u32>>> {
         let documents: Vec<Words> = documents
             .iter()
-            .map(|(data, lengths, added)| Words::new(data.as_bytes(), lengths.clone(), added.clone()))
+            .map(|(data, lengths, added)| Words::new(data.as_bytes(), lengths, added))
             .collect::<PyResult<_>>()?;
         py.detach(|| with_threads(num_threads, || documents.par_iter().map(|document| self.words_ids(document)).collect()))
     }

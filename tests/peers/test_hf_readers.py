@@ -231,13 +231,18 @@ def test_wordpiece_keeps_its_unknown_words_and_says_so(pairs):
     assert ours.continuation_marker == "##"
 
 
+_HF_NFKC = hf_normalizers.NFKC()
+
+
 def _stable_across_unicode_versions(char: str) -> bool:
     """False for the characters where HF's Unicode tables (older than Python's) can disagree with
     Python's: combining marks (canonical order, accent stripping), format characters, and
     punctuation and symbols outside Latin-1 and the General and CJK punctuation blocks (BERT's
-    splits)."""
+    splits), and characters newer than HF's tables whose NFKC form Python knows (U+10781)."""
     category = unicodedata.category(char)
     if category[0] == "M" or category == "Cf":
+        return False
+    if _HF_NFKC.normalize_str(char) != unicodedata.normalize("NFKC", char):
         return False
     code = ord(char)
     # (symbols too: a few were punctuation in older Unicode versions, e.g. U+166D)
