@@ -77,20 +77,25 @@ def test_warm_started_round_reaches_the_same_optimum_and_bound():
 def test_screening_rounds_stop_early_and_the_final_solve_reaches_the_tolerance():
     """Rounds before the last stop at the loose screening tolerance; when one finds no colour to
     add, the same LP is continued, warm, to the final tolerance, so the result is as accurate
-    as an unscreened solve."""
+    as an unscreened solve. An LP with every colour in needs no screening at all."""
     pytest.importorskip("ortools")
     graph = TokenisationGraph(excerpt_counts(4000))
     budget = 48
     optimum = solve(graph.linear_program(budget), "highs").objective
-    # Every colour is in the first LP, so nothing can be added and the LP is finished in place.
     everything = relax(graph, budget, solver="pdlp", rounds=2, threads=1, tolerance=1e-6,
                        screening_tolerance=1e-2)
-    assert [entry["tolerance"] for entry in everything.rounds] == [1e-2, 1e-6]
-    assert [entry["warm_started"] for entry in everything.rounds] == [False, True]
-    assert everything.rounds[0]["variables"] == everything.rounds[1]["variables"]
-    assert [entry["improving_colours"] for entry in everything.rounds] == [0, 0]
+    assert [entry["tolerance"] for entry in everything.rounds] == [1e-6]
     assert everything.solution.objective == pytest.approx(optimum, rel=1e-5)
-    assert everything.certify().bound == pytest.approx(optimum, rel=1e-4)
+    # All but the colours of least potential saving: nothing is left to add, so the screened
+    # LP is finished in place.
+    nearly = relax(graph, budget, solver="pdlp", initial_colours=graph.num_colours - 50, rounds=2,
+                   threads=1, tolerance=1e-6, screening_tolerance=1e-2)
+    assert [entry["tolerance"] for entry in nearly.rounds] == [1e-2, 1e-6]
+    assert [entry["warm_started"] for entry in nearly.rounds] == [False, True]
+    assert nearly.rounds[0]["variables"] == nearly.rounds[1]["variables"]
+    assert [entry["improving_colours"] for entry in nearly.rounds] == [0, 0]
+    assert nearly.solution.objective == pytest.approx(optimum, rel=1e-5)
+    assert nearly.certify().bound == pytest.approx(optimum, rel=1e-4)
     # Column generation: screening solves, then the last round at the final tolerance.
     generated = relax(graph, budget, solver="pdlp", initial_colours=60, rounds=2, threads=1,
                       tolerance=1e-6, screening_tolerance=1e-2)
@@ -98,3 +103,6 @@ def test_screening_rounds_stop_early_and_the_final_solve_reaches_the_tolerance()
     assert tolerances[-1] == 1e-6 and set(tolerances[:-1]) == {1e-2}
     assert generated.certify().bound <= optimum + 1e-6
     assert generated.certify().bound == pytest.approx(optimum, rel=1e-3)
+    # Simplex has no tolerance to loosen: every round is solved exactly.
+    exact = relax(graph, budget, solver="highs", initial_colours=60, rounds=1, screening_tolerance=1e-2)
+    assert {entry["tolerance"] for entry in exact.rounds} == {1e-4}

@@ -72,7 +72,8 @@ def relax(
     round's point carried over to the larger LP (see `carry_over`). Rounds before the last stop
     at `screening_tolerance`: their duals only price the left-out colours and their point only
     starts the next solve, so only the final solve needs `tolerance` (a screening solve that
-    finds nothing to add is continued, warm, to `tolerance`)."""
+    finds nothing to add is continued, warm, to `tolerance`; an LP that already holds every
+    colour is solved to `tolerance` at once)."""
     if budget < 0:
         raise ConfigError(f"the budget K must be >= 0, got {budget}")
     start = time.perf_counter()
@@ -93,13 +94,19 @@ def relax(
     start_point = None
     # Only PDLP takes a starting point; the others would ignore it.
     warm_start = warm_start and resolve(solver) == "pdlp"
-    screening = tolerance if screening_tolerance is None else max(tolerance, screening_tolerance)
+    screening = tolerance
+    if screening_tolerance is not None and resolve(solver) != "highs":  # simplex has no tolerance
+        screening = max(tolerance, screening_tolerance)
+    addable = np.ones(graph.num_colours, dtype=bool)
+    if max_token_bytes is not None:
+        addable = graph.colour_lengths <= max_token_bytes
     round_number = 0
     while True:
         lp = graph.linear_program_over(budget, candidate)
         if start_point is not None:
             start_point = carry_over(graph, lp, *start_point)
-        final = round_number == rounds
+        # With every colour already in, nothing can be added: solve to the final tolerance at once.
+        final = round_number == rounds or bool(candidate[addable].all())
         solution = _solve_round(lp, solver, time_limit, tolerance if final else screening, threads,
                                 start_point, history, bar)
         excess = _improving(graph, lp, solution, budget, max_token_bytes, history)
