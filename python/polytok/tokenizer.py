@@ -268,7 +268,7 @@ class Tokenizer:
     def encode_ordinary_batch(self, texts: Iterable[str | bytes], num_threads: int | None = None) -> list[list[int]]:
         """`encode_ordinary` of each text, in parallel."""
         if self.pipeline is not None:
-            return [self.encode_ordinary(text) for text in texts]
+            return self.pipeline.encode_batch(self._encoder, list(texts), _threads(num_threads), split_added=False)
         return self._encoder.encode_batch(list(texts), None, _threads(num_threads))
 
     def count_tokens(
@@ -281,7 +281,8 @@ class Tokenizer:
     ) -> np.ndarray:
         """The number of tokens of each text (uint64), in parallel, without keeping the ids."""
         if self.pipeline is not None:
-            return np.array([len(self.pipeline.encode(self._encoder, text)) for text in texts], dtype=np.uint64)
+            encoded = self.pipeline.encode_batch(self._encoder, list(texts), _threads(num_threads))
+            return np.array([len(ids) for ids in encoded], dtype=np.uint64)
         policy = self._policy(allowed_special, disallowed_special)
         try:
             return self._encoder.count_batch(list(texts), policy, _threads(num_threads))
@@ -290,7 +291,12 @@ class Tokenizer:
 
     def token_histogram(self, texts: Iterable[str | bytes], num_threads: int | None = None) -> np.ndarray:
         """How often each id occurs in the ordinary encoding of `texts` (uint64, indexed by id),
-        computed in parallel without building id lists; what corpus metrics need."""
+        computed in parallel without building id lists; what corpus metrics need. A loaded
+        tokeniser's ids come from its own pipeline (normaliser included), so it builds them."""
+        if self.pipeline is not None:
+            encoded = self.encode_ordinary_batch(texts, num_threads)
+            ids = np.fromiter((i for one in encoded for i in one), dtype=np.int64)
+            return np.bincount(ids, minlength=self.vocab_size).astype(np.uint64)
         return self._encoder.token_histogram(list(texts), _threads(num_threads))
 
     def _policy(self, allowed_special: SpecialSet, disallowed_special: SpecialSet) -> Any:

@@ -14,7 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import polytok
-from polytok.errors import FormatError
+from polytok.errors import EncodeError, FormatError
 
 tokenizers = pytest.importorskip("tokenizers")
 spm = pytest.importorskip("sentencepiece")
@@ -263,8 +263,7 @@ def test_ids_and_text_equal_hf_on_arbitrary_text(pairs, text, name):
 
 
 # Batches mix str and UTF-8 bytes, empty texts, the files' added and special tokens (with their
-# lstrip/rstrip), and lone surrogates (which `tokenizers` refuses: those texts are compared with
-# polytok's own encode only).
+# lstrip/rstrip), and lone surrogates (which `tokenizers` refuses, and so does a loaded file).
 BATCH = st.lists(
     st.text(ALPHABET, max_size=30)
     | st.lists(st.sampled_from(HOSTILE + ["the", " of", "<|endoftext|>", "<pad>", "[SEP]"]), max_size=6).map("".join)
@@ -281,19 +280,33 @@ def _has_surrogates(text: str) -> bool:
 @given(texts=BATCH, name=st.sampled_from(NAMES))
 def test_encode_batch_equals_encode_and_hf_whatever_the_threads(pairs, texts, name):
     hf, ours = pairs[name]
-    given_texts = [text.encode("utf-8") if index % 2 and not _has_surrogates(text) else text for index, text in enumerate(texts)]
-    try:
-        expected = [ours.encode(text) for text in given_texts]
-    except UnicodeError as error:  # a Python stage that cannot take a lone surrogate fails alike
+    if any(_has_surrogates(text) for text in texts):
+        # tokenizers cannot take a lone surrogate (Rust strings), and neither can its pipeline here.
         for threads in (1, 2):
-            with pytest.raises(type(error)):
-                ours.encode_batch(given_texts, num_threads=threads)
-        return
+            with pytest.raises(EncodeError, match="lone surrogate"):
+                ours.encode_batch(texts, num_threads=threads)
+        texts = [text for text in texts if not _has_surrogates(text)]
+    given_texts = [text.encode("utf-8") if index % 2 else text for index, text in enumerate(texts)]
+    expected = [ours.encode(text) for text in given_texts]
     for threads in (1, 2, None):
         assert ours.encode_batch(given_texts, num_threads=threads) == expected
-    peer_texts = [text for text in texts if not _has_surrogates(text)]
-    peer = [encoding.ids for encoding in hf.encode_batch(peer_texts, add_special_tokens=False)]
-    assert [ids for ids, text in zip(expected, texts) if not _has_surrogates(text)] == peer
+    assert expected == [encoding.ids for encoding in hf.encode_batch(texts, add_special_tokens=False)]
+
+
+@pytest.mark.parametrize("name", ["byte-level-prefix-nfc", "wordpiece", "unigram-precompiled"])
+def test_counts_and_histograms_of_a_loaded_file_follow_its_pipeline(pairs, name):
+    """count_tokens, encode_ordinary_batch, token_histogram (and so `evaluate`) go through the
+    file's normaliser and pre-tokeniser like encode: the core alone would count other ids."""
+    import numpy as np
+
+    hf, ours = pairs[name]
+    texts = HELD_OUT[:60] + ["Ünïcödé ½ ＡＢＣ ﬁ", "  spaced   out  ", ""]
+    expected = [encoding.ids for encoding in hf.encode_batch(texts, add_special_tokens=False)]
+    assert ours.encode_ordinary_batch(texts, num_threads=2) == expected
+    assert ours.count_tokens(texts, num_threads=2).tolist() == [len(ids) for ids in expected]
+    histogram = ours.token_histogram(texts, num_threads=2)
+    assert histogram.tolist() == np.bincount([i for ids in expected for i in ids], minlength=ours.vocab_size).tolist()
+    assert polytok.evaluate(ours, texts, progress=False)["tokens"] == sum(map(len, expected))
 
 
 @pytest.mark.parametrize("name", ["byte-level-prefix-nfc", "llama2-bpe", "wordpiece", "unigram-precompiled"])

@@ -177,3 +177,19 @@ def test_unsupported_model_type_is_named(tmp_path):
     spm.SentencePieceTrainer.train(input=str(corpus), model_prefix=str(tmp_path / "word"), vocab_size=300, model_type="word", minloglevel=2)
     with pytest.raises(FormatError, match="'word'"):
         polytok.load_sentencepiece(tmp_path / "word.model")
+
+
+@pytest.mark.parametrize("name", ["unigram-nfkc", "bpe-user-defined"])
+def test_counts_and_histograms_of_a_loaded_model_follow_its_pipeline(pairs, name):
+    """count_tokens, encode_ordinary_batch, token_histogram (and so `evaluate`) go through the
+    file's normaliser like encode: the core alone would count un-normalised text."""
+    import numpy as np
+
+    processor, ours, _ = pairs[name]
+    texts = HOSTILE + HELD_OUT[:50]
+    expected = [processor.encode(text) for text in texts]
+    assert ours.encode_ordinary_batch(texts, num_threads=2) == expected
+    assert ours.count_tokens(texts, num_threads=2).tolist() == [len(ids) for ids in expected]
+    histogram = ours.token_histogram(texts, num_threads=2)
+    assert histogram.tolist() == np.bincount([i for ids in expected for i in ids], minlength=ours.vocab_size).tolist()
+    assert polytok.evaluate(ours, texts, progress=False)["tokens"] == sum(map(len, expected))

@@ -419,10 +419,12 @@ class LoadedPipeline:
         """The ids of `text` through the file's pipeline and the core `encoder`."""
         return encoder.encode_words(*self._words(text, split_added))
 
-    def encode_batch(self, encoder: Any, texts: list[str | bytes], num_threads: int | None) -> list[list[int]]:
+    def encode_batch(
+        self, encoder: Any, texts: list[str | bytes], num_threads: int | None, split_added: bool = True
+    ) -> list[list[int]]:
         """`encode` of each text: the Python stages (added tokens, normaliser, pre-tokeniser
         steps) run here one text after another, the core's part in parallel on `num_threads`."""
-        return encoder.encode_words_batch([self._words(text, True) for text in texts], num_threads)
+        return encoder.encode_words_batch([self._words(text, split_added) for text in texts], num_threads)
 
     def _words(self, text: str | bytes, split_added: bool) -> tuple[bytes, list[int], list[tuple[int, int]]]:
         """The Python stages of the pipeline: the words of `text` back to back, their lengths,
@@ -434,6 +436,15 @@ class LoadedPipeline:
                 raise EncodeError(
                     f"a tokeniser loaded from a {self.kind} file encodes text; the bytes given are not UTF-8 ({error})"
                 ) from None
+        elif not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as error:
+                # tokenizers takes Rust strings, which cannot hold one either.
+                raise EncodeError(
+                    f"a tokeniser loaded from a {self.kind} file encodes valid Unicode; the text has a lone "
+                    f"surrogate U+{ord(text[error.start]):04X} at character {error.start}"
+                ) from None
         words: list[bytes] = []
         added: list[tuple[int, int]] = []
 
@@ -444,7 +455,7 @@ class LoadedPipeline:
                 pieces = [(piece, first)]
                 for step in self.pre_tokenizer:
                     pieces = step(pieces)
-            words.extend(word.encode("utf-8", "surrogatepass") for word, _ in pieces if word)
+            words.extend(word.encode("utf-8") for word, _ in pieces if word)
 
         for raw, raw_id, raw_first in _split_added(text, self._raw_added if split_added else None, True):
             if raw_id is not None:

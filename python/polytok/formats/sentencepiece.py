@@ -138,8 +138,11 @@ class SentencePiecePipeline(LoadedPipeline):
     def encode(self, encoder: Any, text: str | bytes, split_added: bool = True) -> list[int]:
         return encoder.encode_sentencepiece(self.normalizer_core, _utf8(text).encode("utf-8", "surrogatepass"))
 
-    def encode_batch(self, encoder: Any, texts: list[str | bytes], num_threads: int | None) -> list[list[int]]:
-        """`encode` of each text, the whole pipeline in the core, in parallel on `num_threads`."""
+    def encode_batch(
+        self, encoder: Any, texts: list[str | bytes], num_threads: int | None, split_added: bool = True
+    ) -> list[list[int]]:
+        """`encode` of each text, the whole pipeline in the core, in parallel on `num_threads`
+        (SentencePiece has no added-token stage: `split_added` changes nothing)."""
         return encoder.encode_sentencepiece_batch(self.normalizer_core, [_utf8(text) for text in texts], num_threads)
 
     def decode(self, ids: list[int]) -> str:
