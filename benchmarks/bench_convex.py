@@ -130,8 +130,9 @@ def main() -> None:
     parser.add_argument("--budgets", default="1024,4096,8192")
     parser.add_argument("--solvers", default="pdlp")
     parser.add_argument("--rounds", type=int, default=1, help="rounds of column generation")
-    parser.add_argument("--initial-per-budget", type=float, default=4.0,
-                        help="first LP holds this many x K colours of largest potential saving (0: all)")
+    parser.add_argument("--initial-per-budget", type=float, default=None,
+                        help="first LP holds this many x K colours of largest potential saving (0: all; "
+                             "default: the trainer's default_initial_colours)")
     parser.add_argument("--time-limit", type=float, default=None, help="seconds per LP solve")
     parser.add_argument("--steps", type=int, default=30, help="subgradient steps on the full graph")
     parser.add_argument("--json", default=None)
@@ -145,6 +146,7 @@ def main() -> None:
     if args.child:
         child(args)
         return
+    from polytok.trainers.convex import default_initial_colours
     results = []
     header = (f"{'sample':>7} {'K':>5} {'solver':>6} {'uniq':>6} {'LP vars':>8} {'nnz':>8} {'rnds':>4} "
               f"{'wall s':>7} {'cpu s':>7} {'MB':>6} {'bound':>10} {'BPE%':>7} {'Det%':>7} {'Bias%':>7} "
@@ -153,7 +155,10 @@ def main() -> None:
     for size in [int(float(s)) for s in args.sizes.split(",")]:
         for budget in [int(k) for k in args.budgets.split(",")]:
             for index, solver in enumerate(args.solvers.split(",")):
-                initial = int(args.initial_per_budget * budget) if args.initial_per_budget > 0 else None
+                if args.initial_per_budget is None:
+                    initial = default_initial_colours(budget)
+                else:
+                    initial = int(args.initial_per_budget * budget) if args.initial_per_budget > 0 else None
                 command = [sys.executable, __file__, "--child", "--size", str(size), "--budget", str(budget),
                            "--solver", solver, "--rounds", str(args.rounds), "--steps", str(args.steps)]
                 if initial is not None:
