@@ -33,7 +33,10 @@ dev: $(VENV)/.built $(VENV)/.test-deps
 demo: $(VENV)/.built
 	$(PY) -m polytok.demo
 
+# The Rust unit tests link against libpython (the Python module build adds pyo3's
+# extension-module feature itself, from pyproject.toml), with the venv's Python.
 test: $(VENV)/.built $(VENV)/.test-deps
+	PYO3_PYTHON=$(abspath $(PY)) cargo test --lib --quiet
 	$(PY) -m pytest tests
 
 bench: $(VENV)/.built $(VENV)/.test-deps
