@@ -113,6 +113,7 @@ def relax(
         if not final and not excess.any() and screening > tolerance:
             # Nothing to add: finish this LP at the final tolerance from where it stopped.
             resume = (solution.primal, solution.duals) if warm_start else None
+            bar.total += 1
             solution = _solve_round(lp, solver, time_limit, tolerance, threads, resume, history, bar)
             excess = _improving(graph, lp, solution, budget, max_token_bytes, history)
             final = True
