@@ -14,6 +14,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import polytok
+from excerpts import train_and_held_out_lines
 from polytok.errors import EncodeError, FormatError
 
 tokenizers = pytest.importorskip("tokenizers")
@@ -21,22 +22,11 @@ spm = pytest.importorskip("sentencepiece")
 from tokenizers import AddedToken, Regex, decoders, models, pre_tokenizers, trainers  # noqa: E402
 from tokenizers import normalizers as hf_normalizers  # noqa: E402
 
-DATA = Path(__file__).parent.parent / "data"
 SPECIALS = ["<unk>", "<s>", "</s>", "<mask>"]
 BYTE_TOKENS = [f"<0x{byte:02X}>" for byte in range(256)]
 
 
-def _lines() -> tuple[list[str], list[str]]:
-    """Training lines (every other line of each excerpt) and held-out lines (the rest)."""
-    train, held = [], []
-    for path in sorted(DATA.glob("*.txt")):
-        lines = path.read_text(encoding="utf-8").splitlines()
-        train += lines[::2]
-        held += lines[1::2]
-    return train, held
-
-
-TRAIN, HELD_OUT = _lines()
+TRAIN, HELD_OUT = train_and_held_out_lines()
 
 
 def _bpe_byte_level(add_prefix_space: bool = False, normalizer=None, digits: bool = False):

@@ -11,24 +11,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import polytok
+from excerpts import train_and_held_out_lines
 from polytok.errors import EncodeError, FormatError
 from polytok.formats.sentencepiece import parse_message, read_model
 
 spm = pytest.importorskip("sentencepiece")
 
-DATA = Path(__file__).parent.parent / "data"
 
 
-def _lines() -> tuple[list[str], list[str]]:
-    train, held = [], []
-    for path in sorted(DATA.glob("*.txt")):
-        lines = path.read_text(encoding="utf-8").splitlines()
-        train += lines[::2]
-        held += lines[1::2]
-    return train, held
-
-
-TRAIN, HELD_OUT = _lines()
+TRAIN, HELD_OUT = train_and_held_out_lines()
 
 # name -> trainer options
 MODELS = {
