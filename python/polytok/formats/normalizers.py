@@ -15,6 +15,7 @@ from collections.abc import Callable
 import regex
 
 from polytok.errors import FormatError
+from polytok.formats.hf_unicode import OVERRIDES
 
 Normalizer = Callable[[str], str]
 
@@ -25,17 +26,40 @@ WHITESPACE = frozenset(
 )
 
 
+def _as_in_tokenizers(name: str, normalize: Normalizer) -> Normalizer:
+    """`normalize` (Python's Unicode tables), except that the characters whose form differs in
+    tokenizers' tables (hf_unicode.py) get tokenizers' form. They are starters that compose
+    with nothing in one table or the other, so the text between them normalises on its own."""
+    overrides = OVERRIDES[name]
+    if not overrides:
+        return normalize
+    pattern = regex.compile("([" + "".join(regex.escape(char) for char in sorted(overrides)) + "])")
+
+    def normalize_as_tokenizers(text: str) -> str:
+        if text.isascii() or pattern.search(text) is None:
+            return normalize(text)
+        parts = pattern.split(text)
+        # split() with one group alternates text, matched character, text, ...
+        return "".join(overrides[part] if index % 2 else normalize(part) for index, part in enumerate(parts))
+
+    return normalize_as_tokenizers
+
+
 def unicode_form(form: str) -> Normalizer:
-    """NFC, NFD, NFKC or NFKD."""
-    return lambda text: unicodedata.normalize(form, text)
+    """NFC, NFD, NFKC or NFKD, as tokenizers' tables have them."""
+    return _as_in_tokenizers(form, lambda text: unicodedata.normalize(form, text))
 
 
-def lowercase(text: str) -> str:
-    """HF's Lowercase: each character's full lower case on its own (no final-sigma rule, which
-    Python's str.lower applies to "Σ" and nothing else)."""
+def python_lowercase(text: str) -> str:
+    """HF's Lowercase rule on Python's case tables: each character's full lower case on its own
+    (no final-sigma rule, which Python's str.lower applies to "Σ" and nothing else)."""
     if "Σ" not in text:
         return text.lower()
     return "Σ".join(part.lower() for part in text.split("Σ")).replace("Σ", "σ")
+
+
+lowercase = _as_in_tokenizers("Lowercase", python_lowercase)
+"""HF's Lowercase, as tokenizers' case tables have it."""
 
 
 def replace(pattern: str, content: str, is_regex: bool) -> Normalizer:
