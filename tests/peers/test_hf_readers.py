@@ -238,27 +238,35 @@ ALPHABET = st.characters(codec="utf-8", exclude_categories=("Cs", "Cn", "Co")).f
 
 
 def _version_sensitive_texts() -> list[str]:
-    """Every character whose normal form or lower case differs between tokenizers' Unicode
-    tables and Python's, alone and among letters, accents and characters that compose."""
+    """Every character whose normal form, lower case or BERT cleaning or accent stripping
+    differs between tokenizers' Unicode tables and Python's, alone and among letters, accents,
+    characters that compose and characters BERT cleans."""
     from polytok.formats.hf_unicode import OVERRIDES
 
     texts = []
     for char in sorted({char for table in OVERRIDES.values() for char in table}):
         texts += [char, "a" + char + "B", "e\u0301" + char + "\u0301\u0323", char + "\u0301", "Ä" + char * 2 + "ﬁ",
-                  "\u1100" + char + "\u1161"]
+                  "\u1100" + char + "\u1161", "\x00\t" + char + "中\u200b"]
     return texts
 
 
-@pytest.mark.parametrize("form", ["NFC", "NFD", "NFKC", "NFKD", "Lowercase"])
+@pytest.mark.parametrize("form", ["NFC", "NFD", "NFKC", "NFKD", "Lowercase", "BertNormalizer", "BertNormalizer-cased"])
 def test_normalisers_follow_tokenizers_unicode_tables(form):
-    """Python's Unicode 14 tables and tokenizers' (older normal forms, newer case) disagree on
-    about 130 characters, e.g. U+10781 under NFKC; polytok's copies give tokenizers' forms."""
+    """Python's Unicode 14 tables and tokenizers' (older normal forms and categories, newer
+    case) disagree on about 700 characters, e.g. U+10781 under NFKC and new combining marks
+    under BERT's accent stripping; polytok's copies give tokenizers' forms."""
     from polytok.formats import normalizers
 
-    theirs = getattr(hf_normalizers, form)()
-    ours = normalizers.lowercase if form == "Lowercase" else normalizers.unicode_form(form)
+    if form == "BertNormalizer":
+        theirs, ours = hf_normalizers.BertNormalizer(), normalizers.bert(True, True, None, True)
+    elif form == "BertNormalizer-cased":
+        theirs = hf_normalizers.BertNormalizer(lowercase=False, strip_accents=True)
+        ours = normalizers.bert(True, True, True, False)
+    else:
+        theirs = getattr(hf_normalizers, form)()
+        ours = normalizers.lowercase if form == "Lowercase" else normalizers.unicode_form(form)
     texts = _version_sensitive_texts()
-    assert len(texts) > 6 * 100
+    assert len(texts) > 7 * 600
     for text in texts:
         assert ours(text) == theirs.normalize_str(text), ascii(text)
 

@@ -30,7 +30,7 @@ def _as_in_tokenizers(name: str, normalize: Normalizer) -> Normalizer:
     """`normalize` (Python's Unicode tables), except that the characters whose form differs in
     tokenizers' tables (hf_unicode.py) get tokenizers' form. They are starters that compose
     with nothing in one table or the other, so the text between them normalises on its own."""
-    overrides = OVERRIDES[name]
+    overrides = OVERRIDES.get(name, {})
     if not overrides:
         return normalize
     pattern = regex.compile("([" + "".join(regex.escape(char) for char in sorted(overrides)) + "])")
@@ -96,21 +96,36 @@ _CHINESE = regex.compile(
 _NONSPACING_MARK = regex.compile(r"\p{Mn}")
 
 
+def bert_clean(text: str) -> str:
+    """BertNormalizer's cleaning on this module's tables: drop NUL, U+FFFD and control
+    characters, and turn whitespace into spaces."""
+    if not text.isascii() or not text.isprintable():
+        text = _BERT_REMOVED.sub("", text)
+    return _BERT_WHITESPACE.sub(" ", text)
+
+
+def bert_strip_accents(text: str) -> str:
+    """BertNormalizer's accent stripping on this module's tables: NFD, then drop every
+    non-spacing mark."""
+    return text if text.isascii() else _NONSPACING_MARK.sub("", unicodedata.normalize("NFD", text))
+
+
 def bert(clean_text: bool, handle_chinese_chars: bool, strip_accents: bool | None, lower: bool) -> Normalizer:
     """HF's BertNormalizer: drop NUL, U+FFFD and control characters and turn whitespace into
     spaces; put spaces around CJK ideographs; drop accents (after NFD); lowercase. Accents go
-    whenever lowercasing does unless `strip_accents` says otherwise."""
+    whenever lowercasing does unless `strip_accents` says otherwise. Cleaning, accents and case
+    follow tokenizers' Unicode tables (hf_unicode.py)."""
     remove_accents = lower if strip_accents is None else strip_accents
+    clean = _as_in_tokenizers("BertClean", bert_clean)
+    unaccent = _as_in_tokenizers("BertStripAccents", bert_strip_accents)
 
     def normalize(text: str) -> str:
         if clean_text:
-            if not text.isascii() or not text.isprintable():
-                text = _BERT_REMOVED.sub("", text)
-            text = _BERT_WHITESPACE.sub(" ", text)
+            text = clean(text)
         if handle_chinese_chars and not text.isascii():
             text = _CHINESE.sub(r" \1 ", text)
-        if remove_accents and not text.isascii():
-            text = _NONSPACING_MARK.sub("", unicodedata.normalize("NFD", text))
+        if remove_accents:
+            text = unaccent(text)
         if lower:
             text = lowercase(text)
         return text
