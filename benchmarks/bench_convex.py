@@ -7,8 +7,11 @@ BPE is Hugging Face `tokenizers`' trainer on the same pre-tokens (byte level, no
 pre-token), scored by its own encoder.
 
 Each (sample, K, solver) runs in a fresh subprocess so that its peak memory is its own.
+Solvers: the LP backends (pdlp, highs, ...) with column generation, or "dual" (no LP: smoothed
+dual ascent on the full graph; its "LP vars" are its variables, the free edge prices and
+lambda, and "rnds" its temperature stages).
 Usage: nice python benchmarks/bench_convex.py [--sizes 1e5,1e6,5e6] [--budgets 1024,4096,8192]
-       [--solvers pdlp,highs] [--json out.json]
+       [--solvers pdlp,dual,highs] [--json out.json]
 """
 from __future__ import annotations
 
@@ -107,11 +110,14 @@ def run_one(size: int, budget: int, solver: str, rounds: int, initial: int | Non
         "size": size, "budget": budget, "solver": solver, "unique_pre_tokens": len(counts),
         "pre_tokens": int(counts.counts.sum()), "full_graph_edges": fit.relaxation.graph.num_edges,
         "full_graph_colours": fit.relaxation.graph.num_colours,
-        "lp_variables": last["variables"], "lp_constraints": last["constraints"], "lp_nonzeros": last["nonzeros"],
-        "first_lp_variables": first["variables"], "rounds": len(fit.relaxation.rounds),
-        "status": last["status"], "bound": fit.bound, "bound_history": fit.bound_history,
-        "tokens": fit.tokens, "wall_seconds": wall, "cpu_seconds": cpu, "phase_seconds": fit.seconds,
-        "solve_seconds": [r["seconds"] for r in fit.relaxation.rounds],
+        # The dual solver builds no LP: its variables are the free edge prices and lambda.
+        "lp_variables": last["variables"], "lp_constraints": last.get("constraints"),
+        "lp_nonzeros": last.get("nonzeros"), "first_lp_variables": first["variables"],
+        "rounds": len(fit.relaxation.rounds), "status": fit.relaxation.solution.status, "bound": fit.bound,
+        "bound_history": fit.bound_history, "tokens": fit.tokens, "wall_seconds": wall, "cpu_seconds": cpu,
+        "phase_seconds": fit.seconds, "solve_seconds": [r.get("seconds", fit.seconds["solve"]) for r in fit.relaxation.rounds[-1:]]
+        if solver == "dual" else [r["seconds"] for r in fit.relaxation.rounds],
+        "evaluations": fit.relaxation.solution.iterations,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
     return result
@@ -180,7 +186,7 @@ def main() -> None:
                     return f"{100 * tokens[name] / bound:7.2f}" if name in tokens else f"{'-':>7}"
 
                 print(f"{size:>7} {budget:>5} {solver:>6} {result['unique_pre_tokens']:>6} "
-                      f"{result['lp_variables']:>8} {result['lp_nonzeros']:>8} {result['rounds']:>4} "
+                      f"{result['lp_variables']:>8} {result['lp_nonzeros'] or '-':>8} {result['rounds']:>4} "
                       f"{result['wall_seconds']:7.1f} {result['cpu_seconds']:7.1f} {result['peak_rss_mb']:6.0f} "
                       f"{bound:10.1f} {percent('bpe')} {percent('det')} {percent('bias')} {percent('int')} "
                       f"{percent('price')}", flush=True)

@@ -4,6 +4,7 @@ use pyo3::prelude::*;
 
 mod bpe;
 mod count;
+mod dual;
 mod graph;
 mod metrics;
 mod pretokenize;
@@ -19,6 +20,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     bpe::register(m)?;
     segment::register(m)?;
     graph::register(m)?;
+    dual::register(m)?;
     metrics::register(m)?;
     unigram::register(m)?;
     wordpiece::register(m)?;

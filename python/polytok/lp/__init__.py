@@ -3,6 +3,8 @@
 `relax` is the whole pipeline: build the reduced LP over candidate colours, solve it, price the
 colours left out on the full graph, add those that would improve the LP (column generation),
 and repeat. Its result carries the LP point for rounding and the duals for certification.
+With solver="dual" it builds no LP: smoothed dual ascent on the full graph (dual.py) gives the
+edge prices and colour values directly.
 """
 from __future__ import annotations
 
@@ -18,13 +20,17 @@ from polytok.errors import ConfigError
 from polytok.lp.bound import (
     FullGraphCertificate,
     certify_on_full_graph,
+    certify_prices,
     dropped_colour_excess,
     lagrangian,
     matrix_bound,
     project_duals,
 )
 from polytok.lp.graph import LinearProgram, TokenisationGraph
-from polytok.lp.solvers import Solution, resolve, solve
+from polytok.lp.solvers import SOLVERS, Solution, resolve, solve
+
+RELAX_SOLVERS = SOLVERS + ("dual",)
+"""Every `relax` solver: the LP backends and the LP-free dual ascent."""
 
 
 @dataclass
@@ -32,17 +38,23 @@ class Relaxation:
     """An (approximately) solved LP relaxation on a full tokenisation graph."""
 
     graph: TokenisationGraph = field(repr=False)
-    lp: LinearProgram = field(repr=False)
+    lp: LinearProgram | None = field(repr=False)
+    """The last reduced LP solved; None for the dual solver, whose `solution.duals` are
+    full-graph edge prices."""
     solution: Solution
     colour_values: np.ndarray = field(repr=False)
     """LP value c_t of every full-graph colour (0 for colours outside the reduced LP)."""
     rounds: list[dict]
     seconds: float
+    budget: int
 
     def certify(self, upper_bound: float | None = None, steps: int = 5, observe=None) -> FullGraphCertificate:
         """A certified bound on the full graph from this solve's duals (see bound.py)."""
+        if self.lp is None:
+            return certify_prices(self.graph, self.solution.duals, self.budget,
+                                  upper_bound=upper_bound, steps=steps, observe=observe)
         return certify_on_full_graph(
-            self.graph, self.lp, self.solution.duals, self.lp.budget,
+            self.graph, self.lp, self.solution.duals, self.budget,
             upper_bound=upper_bound, steps=steps, observe=observe,
         )
 
@@ -73,9 +85,15 @@ def relax(
     at `screening_tolerance`: their duals only price the left-out colours and their point only
     starts the next solve, so only the final solve needs `tolerance` (a screening solve that
     finds nothing to add is continued, warm, to `tolerance`; an LP that already holds every
-    colour is solved to `tolerance` at once)."""
+    colour is solved to `tolerance` at once).
+
+    solver="dual" runs `polytok.lp.dual.dual_ascent` on the full graph instead. It takes no
+    candidate restriction (`min_frequency` and `max_token_bytes` must keep their defaults), and
+    `initial_colours`, `rounds`, `threads` and `warm_start` do not apply to it."""
     if budget < 0:
         raise ConfigError(f"the budget K must be >= 0, got {budget}")
+    if solver == "dual":
+        return _relax_dual(graph, budget, min_frequency, max_token_bytes, tolerance, time_limit, progress)
     start = time.perf_counter()
     candidate = graph.colour_frequencies >= max(1, min_frequency)
     if max_token_bytes is not None:
@@ -127,7 +145,22 @@ def relax(
     bar.close()
     colour_values = np.zeros(graph.num_colours)
     colour_values[lp.colours] = np.clip(solution.primal[lp.colour_columns], 0.0, 1.0)
-    return Relaxation(graph, lp, solution, colour_values, history, time.perf_counter() - start)
+    return Relaxation(graph, lp, solution, colour_values, history, time.perf_counter() - start, budget)
+
+
+def _relax_dual(graph, budget, min_frequency, max_token_bytes, tolerance, time_limit, progress) -> Relaxation:
+    """`relax` with solver="dual": smoothed dual ascent over every colour of the full graph."""
+    from polytok.lp.dual import dual_ascent
+
+    if min_frequency > 1 or max_token_bytes is not None:
+        raise ConfigError(
+            'solver="dual" works on the full graph: min_frequency and max_token_bytes restrict '
+            "the LP, so they apply to the LP solvers only"
+        )
+    start = time.perf_counter()
+    solution, colour_values, stages = dual_ascent(graph, budget, tolerance=tolerance, time_limit=time_limit,
+                                                  progress=progress)
+    return Relaxation(graph, None, solution, colour_values, stages, time.perf_counter() - start, budget)
 
 
 def _improving(graph, lp, solution, budget, max_token_bytes, history) -> np.ndarray:
@@ -243,11 +276,13 @@ def _potentials(lp: LinearProgram, lp_prices: np.ndarray) -> np.ndarray:
 __all__ = [
     "FullGraphCertificate",
     "LinearProgram",
+    "RELAX_SOLVERS",
     "Relaxation",
     "Solution",
     "TokenisationGraph",
     "carry_over",
     "certify_on_full_graph",
+    "certify_prices",
     "lagrangian",
     "matrix_bound",
     "relax",

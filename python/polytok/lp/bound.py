@@ -168,10 +168,24 @@ def certify_on_full_graph(
     The capacity-row duals give prices for the LP's edges, spread over the pre-tokens of each
     merged segment. Dropped edges are priced so they never undercut the path they skip; each
     dropped colour's total is then capped at the K-th largest LP colour price, so it cannot
-    enter the top-K sum. `steps` Polyak subgradient steps towards `upper_bound` (a known token
-    count, e.g. of a rounded tokeniser) then raise the bound; the best value is returned.
-    `observe` is called with the colour prices M_t of every point evaluated (price rounding)."""
+    enter the top-K sum. Then as `certify_prices`."""
     prices, _ = _full_graph_prices(graph, lp, duals, budget, cap=True)
+    return certify_prices(graph, prices, budget, upper_bound=upper_bound, steps=steps, observe=observe)
+
+
+def certify_prices(
+    graph: TokenisationGraph,
+    prices: np.ndarray,
+    budget: int,
+    *,
+    upper_bound: float | None = None,
+    steps: int = 5,
+    observe: Callable[[np.ndarray], None] | None = None,
+) -> FullGraphCertificate:
+    """The certified Lagrangian bound at full-graph edge prices `prices` (>= 0), raised by
+    `steps` Polyak subgradient steps towards `upper_bound` (a known token count, e.g. of a
+    rounded tokeniser); the best value is returned. `observe` is called with the colour prices
+    M_t of every point evaluated (price rounding)."""
     current = lagrangian(graph, prices, budget)
     if observe is not None:
         observe(current.colour_prices)

@@ -1,0 +1,96 @@
+"""The "dual" solver: smoothed Lagrangian dual ascent on the full tokenisation graph.
+
+No LP is built. The Lagrangian bound L(mu) (see bound.py) is maximised directly over the edge
+prices mu >= 0 and the budget price lambda, after smoothing its two non-smooth parts: each
+pre-token's shortest path becomes a soft minimum over its paths (temperature tau, in tokens)
+and the top-K sum an entropic one (temperature tau x an estimate of lambda's scale). The Rust
+core (`src/dual.rs`) runs projected L-BFGS on that smooth concave function, one stage per
+temperature, from 0.3 down by thirds to about 3 x `tolerance`, and keeps the prices with the
+best *exact* L(mu). Those prices are what the certificate evaluates, so the bound is valid
+whatever the smoothing or an early stop does; only its tightness depends on them.
+
+Compared with an LP solver it needs memory for the graph's edges only (no matrix), and the
+smoothed colour values c_t = sigmoid((M_t - lambda) / colour_tau) are its primal estimate for
+rounding. The stage length is fixed (`iterations`), so the result is the same on any machine and
+at any thread count.
+"""
+from __future__ import annotations
+
+import time
+
+import numpy as np
+from tqdm.auto import tqdm
+
+from polytok import _core
+from polytok.errors import ConfigError
+from polytok.lp.graph import TokenisationGraph
+from polytok.lp.solvers import Solution
+
+FIRST_TEMPERATURE = 0.3
+"""Path temperature (tokens) of the first stage: smooth enough that the first L-BFGS steps
+move the prices far."""
+COOLING = 3.0
+"""Each stage's temperature is the previous one's divided by this."""
+COLOUR_TAU_RATIO = 1.0
+"""Colour temperature per token of path temperature, in units of the estimated price of a token
+of budget (a quarter of the K-th largest weighted colour frequency, see `src/dual.rs`)."""
+
+
+def temperatures(tolerance: float) -> list[float]:
+    """The stage temperatures: FIRST_TEMPERATURE divided by COOLING until below 3 x tolerance
+    (the last stage's smoothing then costs about that fraction of a token per pre-token)."""
+    if not tolerance > 0:
+        raise ConfigError(f"tolerance must be > 0, got {tolerance}")
+    schedule = [FIRST_TEMPERATURE]
+    while schedule[-1] / COOLING >= 3 * tolerance * (1 - 1e-9):
+        schedule.append(schedule[-1] / COOLING)
+    return schedule
+
+
+def dual_ascent(
+    graph: TokenisationGraph,
+    budget: int,
+    *,
+    tolerance: float = 1e-4,
+    iterations: int = 40,
+    memory: int = 5,
+    time_limit: float | None = None,
+    progress: bool = False,
+) -> tuple[Solution, np.ndarray, list[dict]]:
+    """Runs the stages; returns a Solution whose `duals` are the full-graph edge prices of the
+    best exact bound (and `primal` the colour values at the end), the colour values, and one
+    record per stage. `time_limit` stops the ascent (the prices found so far still certify)."""
+    if budget < 0:
+        raise ConfigError(f"the budget K must be >= 0, got {budget}")
+    if iterations < 1:
+        raise ConfigError(f"iterations must be >= 1, got {iterations}")
+    if time_limit is not None and time_limit <= 0:
+        raise ConfigError(f"time_limit must be > 0 seconds, got {time_limit}")
+    start = time.perf_counter()
+    ascent = _core.DualAscent(graph.core, budget, COLOUR_TAU_RATIO)
+    schedule = temperatures(tolerance)
+    stages: list[dict] = []
+    status = "STAGES_DONE"
+    bar = tqdm(total=len(schedule), desc=f"ConvexTok dual ascent (K={budget})", unit="stage", disable=not progress)
+    for tau in schedule:
+        left = None if time_limit is None else time_limit - (time.perf_counter() - start)
+        if left is not None and left <= 0:
+            status = "TIME_LIMIT"
+            break
+        ascent.stage(graph.core, tau, iterations, memory=memory, seconds=left)
+        stages.append({"round": len(stages), "temperature": tau, "variables": ascent.variables,
+                       "evaluations": ascent.evaluations, "best_lagrangian": ascent.best_value,
+                       "budget_price": ascent.budget_price})
+        bar.update()
+        bar.set_postfix(bound=f"{ascent.best_value:.6g}")
+    bar.close()
+    if time_limit is not None and time.perf_counter() - start >= time_limit:
+        status = "TIME_LIMIT"
+    colour_values = np.clip(ascent.colour_values(), 0.0, 1.0)
+    prices = ascent.best_prices()
+    solution = Solution(
+        primal=colour_values, duals=prices, objective=float(ascent.best_value), status=status,
+        solver="dual", seconds=time.perf_counter() - start, iterations=int(ascent.evaluations),
+        residuals={"temperature": stages[-1]["temperature"] if stages else FIRST_TEMPERATURE},
+    )
+    return solution, colour_values, stages

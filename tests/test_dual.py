@@ -1,0 +1,184 @@
+"""The LP-free "dual" solver: smoothed shortest paths (value, gradient and limit), the ascent's
+bound (valid, close to the simplex optimum, deterministic), and training and certification
+with it."""
+import itertools
+import math
+import os
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+import polytok
+from polytok.certify import Certificate
+from polytok.errors import ConfigError
+from polytok.lp import TokenisationGraph, lagrangian, relax, solve
+from polytok.lp.dual import dual_ascent, temperatures
+from tests.test_bound import excerpt_counts, random_counts
+
+
+def paths(length: int):
+    """Every path of a pre-token of `length` bytes, as its list of (i, j) steps."""
+    for cuts in itertools.product((0, 1), repeat=max(length - 1, 0)):
+        points = [0] + [i + 1 for i, cut in enumerate(cuts) if cut] + [length]
+        yield list(zip(points, points[1:]))
+
+
+def brute_force_soft(graph: TokenisationGraph, counts, prices: np.ndarray, tau: float):
+    """sum_w n_w softmin_w, sum_w n_w min_w and the Gibbs edge marginals by enumerating paths."""
+    soft = hard = 0.0
+    marginals = np.zeros(graph.num_edges)
+    edge = 0
+    for word, count in counts:
+        length = len(word)
+        index = {}
+        for i in range(length):
+            for j in range(i + 2, length + 1):
+                index[(i, j)] = edge
+                edge += 1
+        costs, used = [], []
+        for path in paths(length):
+            steps = [index.get(step) for step in path]
+            costs.append(sum(1.0 + (prices[e] / count if e is not None else 0.0) for e in steps))
+            used.append([e for e in steps if e is not None])
+        shortest = min(costs)
+        weights = [math.exp(-(c - shortest) / tau) for c in costs]
+        total = sum(weights)
+        soft += count * (shortest - tau * math.log(total))
+        hard += count * shortest
+        for weight, edges in zip(weights, used):
+            for e in edges:
+                marginals[e] += weight / total
+    assert edge == graph.num_edges
+    return soft, hard, marginals
+
+
+@pytest.mark.parametrize("seed", range(6))
+@pytest.mark.parametrize("tau", [1.0, 0.05])
+def test_soft_paths_match_enumeration(seed, tau):
+    counts = random_counts(seed)
+    graph = TokenisationGraph(counts)
+    prices = np.random.default_rng(seed).random(graph.num_edges) * 3
+    soft, hard, marginals = graph.core.soft_paths(prices, tau)
+    want_soft, want_hard, want_marginals = brute_force_soft(graph, counts, prices, tau)
+    assert soft == pytest.approx(want_soft, rel=1e-12)
+    assert hard == pytest.approx(want_hard, rel=1e-12)
+    np.testing.assert_allclose(marginals, want_marginals, atol=1e-12)
+
+
+def test_soft_paths_gradient_and_limit():
+    graph = TokenisationGraph(excerpt_counts(1500))
+    rng = np.random.default_rng(1)
+    prices = rng.random(graph.num_edges) * 2
+    hard, _ = graph.core.shortest_paths(prices)
+    for tau in (0.3, 0.01):
+        soft, same_hard, marginals = graph.core.soft_paths(prices, tau)
+        assert same_hard == pytest.approx(hard, rel=1e-12)
+        assert soft <= hard
+        step = rng.standard_normal(graph.num_edges) * 1e-5
+        moved, _, _ = graph.core.soft_paths(np.maximum(prices + step, 0.0), tau)
+        assert moved - soft == pytest.approx(marginals @ (np.maximum(prices + step, 0.0) - prices), rel=1e-3)
+    # At a tiny temperature the soft minimum is the hard one.
+    assert graph.core.soft_paths(prices, 1e-7)[0] == pytest.approx(hard, rel=1e-6)
+    with pytest.raises(ValueError, match="tau"):
+        graph.core.soft_paths(prices, 0.0)
+    with pytest.raises(ValueError, match="prices"):
+        graph.core.soft_paths(-prices, 0.1)
+
+
+@pytest.mark.parametrize("seed", range(10))
+def test_dual_bound_is_valid_and_near_the_simplex_optimum(seed):
+    graph = TokenisationGraph(random_counts(400 + seed))
+    budget = 1 + seed % 3
+    optimum = solve(graph.linear_program(budget), "highs").objective
+    solution, colour_values, stages = dual_ascent(graph, budget, tolerance=1e-5)
+    bound = lagrangian(graph, solution.duals, budget).bound
+    assert bound <= optimum + 1e-9
+    assert bound >= optimum * 0.99
+    assert solution.objective == pytest.approx(bound, rel=1e-8)
+    assert np.all((colour_values >= 0) & (colour_values <= 1))
+    assert [stage["temperature"] for stage in stages] == temperatures(1e-5)
+
+
+def test_dual_bound_on_text_within_half_a_percent_of_simplex():
+    graph = TokenisationGraph(excerpt_counts(2500))
+    for budget in (16, 96):
+        optimum = solve(graph.linear_program(budget), "highs").objective
+        relaxation = relax(graph, budget, solver="dual")
+        assert relaxation.lp is None
+        bound = relaxation.certify().bound
+        assert optimum * 0.995 <= bound <= optimum + 1e-6
+        # The prices certify alone: the certificate is the Lagrangian at them.
+        assert bound == pytest.approx(lagrangian(graph, relaxation.solution.duals, budget).bound, rel=1e-12)
+
+
+def test_temperature_schedule():
+    assert temperatures(1e-4) == pytest.approx([0.3 / 3**k for k in range(7)])
+    assert temperatures(0.1) == [0.3]
+    with pytest.raises(ConfigError, match="tolerance"):
+        temperatures(0.0)
+
+
+def test_time_limit_stops_and_still_certifies():
+    graph = TokenisationGraph(excerpt_counts(3000))
+    optimum = solve(graph.linear_program(64), "highs").objective
+    solution, _, stages = dual_ascent(graph, 64, time_limit=1e-3)
+    assert solution.status == "TIME_LIMIT"
+    assert len(stages) <= 1
+    assert lagrangian(graph, solution.duals, 64).bound <= optimum + 1e-6
+    with pytest.raises(ConfigError, match="time_limit"):
+        dual_ascent(graph, 64, time_limit=0)
+
+
+def test_dual_options_are_checked():
+    graph = TokenisationGraph(random_counts(3))
+    with pytest.raises(ConfigError, match="min_frequency and max_token_bytes"):
+        relax(graph, 2, solver="dual", min_frequency=3)
+    with pytest.raises(ConfigError, match="min_frequency and max_token_bytes"):
+        relax(graph, 2, solver="dual", max_token_bytes=4)
+    with pytest.raises(ConfigError, match="budget"):
+        dual_ascent(graph, -1)
+    with pytest.raises(ConfigError, match="iterations"):
+        dual_ascent(graph, 2, iterations=0)
+
+
+DETERMINISM = """
+import sys
+from polytok.lp import TokenisationGraph
+from polytok.lp.dual import dual_ascent
+from tests.test_bound import excerpt_counts
+graph = TokenisationGraph(excerpt_counts(3000))
+solution, values, _ = dual_ascent(graph, 48, tolerance=1e-3)
+sys.stdout.write(solution.duals.tobytes().hex()[:4000] + repr(solution.objective) + values.tobytes().hex()[:4000])
+"""
+
+
+def test_dual_ascent_does_not_depend_on_the_thread_count():
+    outputs = set()
+    for threads in ("1", "2", "3"):
+        env = dict(os.environ, RAYON_NUM_THREADS=threads)
+        result = subprocess.run([sys.executable, "-c", DETERMINISM], env=env, capture_output=True, text=True,
+                                check=True, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+        outputs.add(result.stdout)
+    assert len(outputs) == 1
+
+
+def test_train_and_certify_with_the_dual_solver(tmp_path):
+    documents = [open(f"tests/data/{name}", encoding="utf-8").read()[:3000]
+                 for name in ("handbook-en-US.txt", "handbook-es-ES.txt", "python-textwrap.py.txt")]
+    tokenizer = polytok.train(documents, algorithm="convex", vocab_size=256 + 40, solver="dual", progress=False)
+    certificate = Certificate.from_dict(tokenizer.certificate)
+    assert certificate.solver == "dual"
+    assert certificate.bound <= certificate.tokens
+    assert tokenizer.training["rounds"][-1]["temperature"] == pytest.approx(0.3 / 3**6)
+    tokenizer.save(tmp_path / "dual.json")
+    again = polytok.load(tmp_path / "dual.json")
+    assert Certificate.from_dict(again.certificate).bound == certificate.bound
+    text = "".join(documents)
+    assert again.decode(again.encode(text)) == text
+    # Certifying the trained tokeniser on its own corpus with the dual solver: same bound or
+    # better (subgradient steps towards its own count).
+    checked = polytok.certify(tokenizer, documents, solver="dual")
+    assert checked.bound <= checked.shortest_path_tokens
+    assert checked.shortest_path_tokens == certificate.tokens
