@@ -98,7 +98,8 @@ def test_dual_bound_is_valid_and_near_the_simplex_optimum(seed):
     assert bound >= optimum * 0.99
     assert solution.objective == pytest.approx(bound, rel=1e-8)
     assert np.all((colour_values >= 0) & (colour_values <= 1))
-    assert [stage["temperature"] for stage in stages] == temperatures(1e-5)
+    covered = budget >= sum(1 for word, _ in graph.counts if len(word) >= 2)
+    assert [stage["temperature"] for stage in stages] == ([] if covered else temperatures(1e-5))
 
 
 def test_dual_bound_on_text_within_half_a_percent_of_simplex():
@@ -111,6 +112,21 @@ def test_dual_bound_on_text_within_half_a_percent_of_simplex():
         assert optimum * 0.995 <= bound <= optimum + 1e-6
         # The prices certify alone: the certificate is the Lagrangian at them.
         assert bound == pytest.approx(lagrangian(graph, relaxation.solution.duals, budget).bound, rel=1e-12)
+
+
+def test_a_budget_holding_every_pre_token_needs_no_ascent():
+    counts = excerpt_counts(1500)
+    graph = TokenisationGraph(counts)
+    multi_byte = sum(1 for word, _ in counts if len(word) >= 2)
+    solution, colour_values, stages = dual_ascent(graph, multi_byte)
+    assert stages == [] and solution.status == "BUDGET_COVERS_EVERY_PRE_TOKEN"
+    chosen = sorted(graph.colour_bytes(np.flatnonzero(colour_values)))
+    assert chosen == sorted(word for word, _ in counts if len(word) >= 2)
+    # One token per pre-token: the exact optimum, which the zero prices certify.
+    assert lagrangian(graph, solution.duals, multi_byte).value == counts.counts.sum()
+    assert solve(graph.linear_program(multi_byte), "highs").objective == pytest.approx(counts.counts.sum())
+    # One token short of that, the ascent runs.
+    assert dual_ascent(graph, multi_byte - 1, tolerance=1e-2)[2]
 
 
 def test_temperature_schedule():

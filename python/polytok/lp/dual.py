@@ -47,6 +47,17 @@ def temperatures(tolerance: float) -> list[float]:
     return schedule
 
 
+def whole_pre_token_colours(graph: TokenisationGraph) -> np.ndarray:
+    """The colour of every pre-token of two or more bytes taken whole (its edge (0, L), the
+    last of position 0's edges in the full graph's order)."""
+    if graph.max_token_bytes is not None:
+        raise ConfigError("the dual solver works on the uncapped full graph")
+    lengths = np.diff(np.asarray(graph.counts.offsets, dtype=np.int64))
+    first_edge = np.concatenate([[0], np.cumsum(lengths * (lengths - 1) // 2)])[:-1]
+    long = lengths >= 2
+    return graph.edge_colours[first_edge[long] + lengths[long] - 2].astype(np.int64)
+
+
 def dual_ascent(
     graph: TokenisationGraph,
     budget: int,
@@ -59,7 +70,8 @@ def dual_ascent(
 ) -> tuple[Solution, np.ndarray, list[dict]]:
     """Runs the stages; returns a Solution whose `duals` are the full-graph edge prices of the
     best exact bound (and `primal` the colour values at the end), the colour values, and one
-    record per stage. `time_limit` stops the ascent (the prices found so far still certify)."""
+    record per stage. `time_limit` stops the ascent (the prices found so far still certify).
+    A budget that holds every multi-byte pre-token whole needs no stages (see the code)."""
     if budget < 0:
         raise ConfigError(f"the budget K must be >= 0, got {budget}")
     if iterations < 1:
@@ -67,6 +79,18 @@ def dual_ascent(
     if time_limit is not None and time_limit <= 0:
         raise ConfigError(f"time_limit must be > 0 seconds, got {time_limit}")
     start = time.perf_counter()
+    whole = whole_pre_token_colours(graph)
+    if budget >= len(whole):
+        # Every multi-byte pre-token fits in the budget as one token: one token per pre-token is
+        # optimal, and zero prices certify it (L(0) = sum of the counts).
+        colour_values = np.zeros(graph.num_colours)
+        colour_values[whole] = 1.0
+        solution = Solution(
+            primal=colour_values, duals=np.zeros(graph.num_edges), objective=float(graph.counts.counts.sum()),
+            status="BUDGET_COVERS_EVERY_PRE_TOKEN", solver="dual", seconds=time.perf_counter() - start,
+            iterations=0, residuals={},
+        )
+        return solution, colour_values, []
     ascent = _core.DualAscent(graph.core, budget, COLOUR_TAU_RATIO)
     schedule = temperatures(tolerance)
     stages: list[dict] = []
