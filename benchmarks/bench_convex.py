@@ -104,8 +104,9 @@ def run_one(size: int, budget: int, solver: str, rounds: int, initial: int | Non
         initial_colours=initial, rounds=rounds, time_limit=time_limit, threads=2, subgradient_steps=steps,
     )
     wall, cpu = time.perf_counter() - wall, time.process_time() - cpu
-    first = fit.relaxation.rounds[0]
-    last = fit.relaxation.rounds[-1]
+    # The dual solver runs no stage when the budget holds every pre-token: no variables.
+    first = fit.relaxation.rounds[0] if fit.relaxation.rounds else {"variables": 0}
+    last = fit.relaxation.rounds[-1] if fit.relaxation.rounds else {"variables": 0}
     result = {
         "size": size, "budget": budget, "solver": solver, "unique_pre_tokens": len(counts),
         "pre_tokens": int(counts.counts.sum()), "full_graph_edges": fit.relaxation.graph.num_edges,
@@ -115,8 +116,8 @@ def run_one(size: int, budget: int, solver: str, rounds: int, initial: int | Non
         "lp_nonzeros": last.get("nonzeros"), "first_lp_variables": first["variables"],
         "rounds": len(fit.relaxation.rounds), "status": fit.relaxation.solution.status, "bound": fit.bound,
         "bound_history": fit.bound_history, "tokens": fit.tokens, "wall_seconds": wall, "cpu_seconds": cpu,
-        "phase_seconds": fit.seconds, "solve_seconds": [r.get("seconds", fit.seconds["solve"]) for r in fit.relaxation.rounds[-1:]]
-        if solver == "dual" else [r["seconds"] for r in fit.relaxation.rounds],
+        "phase_seconds": fit.seconds,
+        "solve_seconds": [fit.seconds["solve"]] if solver == "dual" else [r["seconds"] for r in fit.relaxation.rounds],
         "evaluations": fit.relaxation.solution.iterations,
         "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024,
     }
