@@ -24,7 +24,6 @@ use crate::graph::{PyTokenGraph, TokenGraph};
 /// Above this, exp(-x) is below 2.4e-16 of the largest term and counts as 0.
 const NEGLIGIBLE: f64 = 36.0;
 
-
 /// State of a dual ascent: variables, the best exact bound so far, scratch space.
 #[pyclass(name = "DualAscent", module = "polytok._core")]
 pub struct DualAscent {
@@ -139,8 +138,11 @@ impl DualAscent {
             }
         }
         let colour = |t: usize| self.colour_values[t] * (1.0 - self.colour_values[t]) / colour_tau;
-        let mut diagonal: Vec<f64> =
-            self.free.iter().map(|&e| path[e] + colour(graph.edge_colour[e] as usize)).collect();
+        let mut diagonal: Vec<f64> = self
+            .free
+            .iter()
+            .map(|&e| path[e] + colour(graph.edge_colour[e] as usize))
+            .collect();
         let mut budget = 0.0;
         for t in 0..self.shared.len() {
             if self.shared[t] {
@@ -157,7 +159,14 @@ impl DualAscent {
     }
 
     /// One temperature stage of projected L-BFGS in the scaled variables x = point / scale.
-    fn run_stage(&mut self, graph: &TokenGraph, tau: f64, iterations: usize, memory: usize, deadline: Option<Instant>) {
+    fn run_stage(
+        &mut self,
+        graph: &TokenGraph,
+        tau: f64,
+        iterations: usize,
+        memory: usize,
+        deadline: Option<Instant>,
+    ) {
         let colour_tau = tau * self.colour_tau_ratio * self.price_scale;
         let n = self.point.len();
         let point = self.point.clone();
@@ -168,14 +177,23 @@ impl DualAscent {
         // flat coordinates (p and c near 0 or 1) from taking huge steps.
         let diagonal = self.curvature(graph, tau, colour_tau);
         let mean = diagonal.iter().sum::<f64>() / n as f64;
-        let scale: Vec<f64> =
-            diagonal.iter().map(|d| if d + mean > 0.0 { 1.0 / (d + mean).sqrt() } else { 1.0 }).collect();
+        let scale: Vec<f64> = diagonal
+            .iter()
+            .map(|d| {
+                if d + mean > 0.0 {
+                    1.0 / (d + mean).sqrt()
+                } else {
+                    1.0
+                }
+            })
+            .collect();
         let mut x: Vec<f64> = point.iter().zip(&scale).map(|(p, s)| p / s).collect();
         g.iter_mut().zip(&scale).for_each(|(g, s)| *g *= s);
         // Curvature pairs (s, y, 1 / s.y), oldest first; their vectors are recycled.
         let mut pairs: VecDeque<(Vec<f64>, Vec<f64>, f64)> = VecDeque::new();
         let mut spare: Vec<(Vec<f64>, Vec<f64>)> = Vec::new();
-        let (mut d, mut trial, mut unscaled, mut g_trial) = (vec![0.0; n], vec![0.0; n], vec![0.0; n], vec![0.0; n]);
+        let (mut d, mut trial, mut unscaled, mut g_trial) =
+            (vec![0.0; n], vec![0.0; n], vec![0.0; n], vec![0.0; n]);
         let mut alphas = Vec::with_capacity(memory);
         // Coordinates at their bound with the gradient pushing outwards stay fixed.
         let active = |i: usize, x: &[f64], g: &[f64]| x[i] <= 0.0 && g[i] > 0.0;
@@ -284,7 +302,12 @@ fn top_sum(values: &mut [f64], k: usize) -> f64 {
 fn dot(a: &[f64], b: &[f64]) -> f64 {
     let mut lanes = [0.0f64; 8];
     let (a8, b8) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f64 = a8.remainder().iter().zip(b8.remainder()).map(|(x, y)| x * y).sum();
+    let tail: f64 = a8
+        .remainder()
+        .iter()
+        .zip(b8.remainder())
+        .map(|(x, y)| x * y)
+        .sum();
     for (x, y) in a8.zip(b8) {
         for k in 0..8 {
             lanes[k] += x[k] * y[k];
@@ -306,7 +329,9 @@ impl DualAscent {
     #[pyo3(signature = (graph, budget, colour_tau_ratio=1.0))]
     fn new(graph: PyRef<'_, PyTokenGraph>, budget: usize, colour_tau_ratio: f64) -> PyResult<Self> {
         if !(colour_tau_ratio > 0.0) || colour_tau_ratio.is_infinite() {
-            return Err(PyValueError::new_err(format!("colour_tau_ratio must be > 0, got {colour_tau_ratio}")));
+            return Err(PyValueError::new_err(format!(
+                "colour_tau_ratio must be > 0, got {colour_tau_ratio}"
+            )));
         }
         let g = &graph.inner;
         let edges = g.edge_colour.len();
@@ -314,9 +339,15 @@ impl DualAscent {
         for &t in &g.edge_colour {
             per_colour[t as usize] += 1;
         }
-        let tied = g.edge_colour.iter().map(|&t| per_colour[t as usize] == 1).collect();
+        let tied = g
+            .edge_colour
+            .iter()
+            .map(|&t| per_colour[t as usize] == 1)
+            .collect();
         let shared = per_colour.iter().map(|&n| n > 1).collect();
-        let free: Vec<usize> = (0..edges).filter(|&e| per_colour[g.edge_colour[e] as usize] > 1).collect();
+        let free: Vec<usize> = (0..edges)
+            .filter(|&e| per_colour[g.edge_colour[e] as usize] > 1)
+            .collect();
         let variables = free.len() + 1;
         let mut frequencies: Vec<u64> = g.colour_frequency.clone();
         let price_scale = if budget == 0 || frequencies.is_empty() {
@@ -356,13 +387,18 @@ impl DualAscent {
         seconds: Option<f64>,
     ) -> PyResult<()> {
         if !(tau > 0.0) || tau.is_infinite() {
-            return Err(PyValueError::new_err(format!("tau must be finite and > 0, got {tau}")));
+            return Err(PyValueError::new_err(format!(
+                "tau must be finite and > 0, got {tau}"
+            )));
         }
         let g = &graph.inner;
         if g.edge_colour.len() != self.tied.len() {
-            return Err(PyValueError::new_err("this dual ascent was started on another graph"));
+            return Err(PyValueError::new_err(
+                "this dual ascent was started on another graph",
+            ));
         }
-        let deadline = seconds.map(|s| Instant::now() + std::time::Duration::from_secs_f64(s.max(0.0)));
+        let deadline =
+            seconds.map(|s| Instant::now() + std::time::Duration::from_secs_f64(s.max(0.0)));
         py.detach(|| self.run_stage(g, tau, iterations, memory.max(1), deadline));
         Ok(())
     }
