@@ -153,6 +153,8 @@ def test_dual_options_are_checked():
         relax(graph, 2, solver="dual", min_frequency=3)
     with pytest.raises(ConfigError, match="min_frequency and max_token_bytes"):
         relax(graph, 2, solver="dual", max_token_bytes=4)
+    with pytest.raises(ConfigError, match=r"unknown solver 'dul'; expected one of .*cuopt, dual"):
+        relax(graph, 2, solver="dul")
     with pytest.raises(ConfigError, match="budget"):
         dual_ascent(graph, -1)
     with pytest.raises(ConfigError, match="iterations"):

@@ -92,6 +92,8 @@ def relax(
     `initial_colours`, `rounds`, `threads` and `warm_start` do not apply to it."""
     if budget < 0:
         raise ConfigError(f"the budget K must be >= 0, got {budget}")
+    if solver not in RELAX_SOLVERS:
+        raise ConfigError(f"unknown solver {solver!r}; expected one of {', '.join(RELAX_SOLVERS)}")
     if solver == "dual":
         return _relax_dual(graph, budget, min_frequency, max_token_bytes, tolerance, time_limit, progress)
     start = time.perf_counter()
