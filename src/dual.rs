@@ -189,9 +189,11 @@ impl DualAscent {
             .collect();
         let mut x: Vec<f64> = point.iter().zip(&scale).map(|(p, s)| p / s).collect();
         g.iter_mut().zip(&scale).for_each(|(g, s)| *g *= s);
-        // Curvature pairs (s, y, 1 / s.y), oldest first; their vectors are recycled.
-        let mut pairs: VecDeque<(Vec<f64>, Vec<f64>, f64)> = VecDeque::new();
-        let mut spare: Vec<(Vec<f64>, Vec<f64>)> = Vec::new();
+        // Curvature pairs (s, y, 1 / s.y), oldest first, their vectors recycled. They are kept
+        // in f32: reading them dominates the direction's cost, and single precision halves it
+        // (products are taken in f64 from the stored values, so the pairs stay consistent).
+        let mut pairs: VecDeque<(Vec<f32>, Vec<f32>, f64)> = VecDeque::new();
+        let mut spare: Vec<(Vec<f32>, Vec<f32>)> = Vec::new();
         let (mut d, mut trial, mut unscaled, mut g_trial) =
             (vec![0.0; n], vec![0.0; n], vec![0.0; n], vec![0.0; n]);
         let mut alphas = Vec::with_capacity(memory);
@@ -258,8 +260,8 @@ impl DualAscent {
             }
             let (mut s, mut y) = spare.pop().unwrap_or_else(|| (vec![0.0; n], vec![0.0; n]));
             for i in 0..n {
-                s[i] = trial[i] - x[i];
-                y[i] = g_trial[i] - g[i];
+                s[i] = (trial[i] - x[i]) as f32;
+                y[i] = (g_trial[i] - g[i]) as f32;
             }
             let sy = dot(&s, &y);
             if sy > 1e-10 * (dot(&s, &s) * dot(&y, &y)).sqrt() {
@@ -298,27 +300,27 @@ fn top_sum(values: &mut [f64], k: usize) -> f64 {
     top.iter().sum()
 }
 
-/// a . b with eight independent lanes (vectorisable; a fixed order, so deterministic).
-fn dot(a: &[f64], b: &[f64]) -> f64 {
+/// a . b in f64 with eight independent lanes (vectorisable; a fixed order, so deterministic).
+fn dot<A: Copy + Into<f64>, B: Copy + Into<f64>>(a: &[A], b: &[B]) -> f64 {
     let mut lanes = [0.0f64; 8];
     let (a8, b8) = (a.chunks_exact(8), b.chunks_exact(8));
     let tail: f64 = a8
         .remainder()
         .iter()
         .zip(b8.remainder())
-        .map(|(x, y)| x * y)
+        .map(|(&x, &y)| x.into() * y.into())
         .sum();
     for (x, y) in a8.zip(b8) {
         for k in 0..8 {
-            lanes[k] += x[k] * y[k];
+            lanes[k] += x[k].into() * y[k].into();
         }
     }
     lanes.iter().sum::<f64>() + tail
 }
 
-/// y += alpha x.
-fn axpy(alpha: f64, x: &[f64], y: &mut [f64]) {
-    y.iter_mut().zip(x).for_each(|(y, x)| *y += alpha * x);
+/// y += alpha x, in f64.
+fn axpy<X: Copy + Into<f64>>(alpha: f64, x: &[X], y: &mut [f64]) {
+    y.iter_mut().zip(x).for_each(|(y, &x)| *y += alpha * x.into());
 }
 
 #[pymethods]
