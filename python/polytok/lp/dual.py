@@ -94,12 +94,10 @@ def dual_ascent(
     ascent = _core.DualAscent(graph.core, budget, COLOUR_TAU_RATIO)
     schedule = temperatures(tolerance)
     stages: list[dict] = []
-    status = "STAGES_DONE"
     bar = tqdm(total=len(schedule), desc=f"ConvexTok dual ascent (K={budget})", unit="stage", disable=not progress)
     for tau in schedule:
         left = None if time_limit is None else time_limit - (time.perf_counter() - start)
         if left is not None and left <= 0:
-            status = "TIME_LIMIT"
             break
         ascent.stage(graph.core, tau, iterations, memory=memory, seconds=left)
         stages.append({"round": len(stages), "temperature": tau, "variables": ascent.variables,
@@ -108,8 +106,8 @@ def dual_ascent(
         bar.update()
         bar.set_postfix(bound=f"{ascent.best_value:.6g}")
     bar.close()
-    if time_limit is not None and time.perf_counter() - start >= time_limit:
-        status = "TIME_LIMIT"
+    out_of_time = time_limit is not None and time.perf_counter() - start >= time_limit
+    status = "TIME_LIMIT" if out_of_time else "STAGES_DONE"
     colour_values = np.clip(ascent.colour_values(), 0.0, 1.0)
     prices = ascent.best_prices()
     solution = Solution(
