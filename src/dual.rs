@@ -16,13 +16,12 @@
 use numpy::{IntoPyArray, PyArray1};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use rayon::prelude::*;
 use std::collections::VecDeque;
 use std::time::Instant;
 
 use crate::graph::{PyTokenGraph, TokenGraph};
-
-/// Above this, exp(-x) is below 2.4e-16 of the largest term and counts as 0.
-const NEGLIGIBLE: f64 = 36.0;
+use crate::soft::exp_neg;
 
 /// State of a dual ascent: variables, the best exact bound so far, scratch space.
 #[pyclass(name = "DualAscent", module = "polytok._core")]
@@ -41,8 +40,13 @@ pub struct DualAscent {
     tied: Vec<bool>,
     /// The other edges: their prices are the variables, in this order, followed by lambda.
     free: Vec<usize>,
-    /// Colours with more than one edge (the others are tied).
+    /// The tied edges, in order.
+    tied_edges: Vec<usize>,
+    /// The colour of each free edge.
+    free_colour: Vec<u32>,
+    /// Colours with more than one edge (the others are tied), as a mask and in order.
     shared: Vec<bool>,
+    shared_colours: Vec<u32>,
     point: Vec<f64>,
     best_point: Vec<f64>,
     best_value: f64,
@@ -81,39 +85,38 @@ impl DualAscent {
         let mut prices = std::mem::take(&mut self.prices);
         self.prices_of(point, &mut prices);
         let (soft, hard) = graph.soft_paths(&prices, tau, &mut self.marginals);
-        self.totals.iter_mut().for_each(|m| *m = 0.0);
-        for (&t, &m) in graph.edge_colour.iter().zip(&prices) {
+        self.prices = prices;
+        // Colour totals M_t: lambda for the tied colours, the sum of the free prices otherwise.
+        self.totals.iter_mut().for_each(|m| *m = lambda);
+        for &t in &self.shared_colours {
+            self.totals[t as usize] = 0.0;
+        }
+        for (&t, &m) in self.free_colour.iter().zip(point) {
             self.totals[t as usize] += m;
         }
-        self.prices = prices;
         let mut softplus = 0.0;
         let mut used = 0.0;
-        for t in 0..self.totals.len() {
-            if !self.shared[t] {
-                continue;
-            }
+        for &t in &self.shared_colours {
+            let t = t as usize;
             let z = (self.totals[t] - lambda) / colour_tau;
-            let c = if z < -NEGLIGIBLE {
-                0.0
-            } else if z > NEGLIGIBLE {
-                softplus += z;
-                1.0
+            // softplus(z) = max(z, 0) + ln(1 + e) and sigmoid(z) from e = exp(-|z|).
+            let e = exp_neg(z.abs());
+            let c = if z >= 0.0 {
+                1.0 / (1.0 + e)
             } else {
-                softplus += z.max(0.0) + (-z.abs()).exp().ln_1p();
-                1.0 / (1.0 + (-z).exp())
+                e / (1.0 + e)
             };
+            softplus += z.max(0.0) + if e > 0.0 { e.ln_1p() } else { 0.0 };
             self.colour_values[t] = c;
             used += c;
         }
-        for (e, &tied) in self.tied.iter().enumerate() {
-            if tied {
-                let p = self.marginals[e];
-                self.colour_values[graph.edge_colour[e] as usize] = p;
-                used += p;
-            }
+        for &e in &self.tied_edges {
+            let p = self.marginals[e];
+            self.colour_values[graph.edge_colour[e] as usize] = p;
+            used += p;
         }
-        for (k, &e) in self.free.iter().enumerate() {
-            gradient[k] = self.colour_values[graph.edge_colour[e] as usize] - self.marginals[e];
+        for ((g, &t), &e) in gradient.iter_mut().zip(&self.free_colour).zip(&self.free) {
+            *g = self.colour_values[t as usize] - self.marginals[e];
         }
         gradient[self.free.len()] = self.budget as f64 - used;
         let value = soft - self.budget as f64 * lambda - colour_tau * softplus;
@@ -189,50 +192,96 @@ impl DualAscent {
             .collect();
         let mut x: Vec<f64> = point.iter().zip(&scale).map(|(p, s)| p / s).collect();
         g.iter_mut().zip(&scale).for_each(|(g, s)| *g *= s);
-        // Curvature pairs (s, y, 1 / s.y), oldest first, their vectors recycled. They are kept
-        // in f32: reading them dominates the direction's cost, and single precision halves it
-        // (products are taken in f64 from the stored values, so the pairs stay consistent).
-        let mut pairs: VecDeque<(Vec<f32>, Vec<f32>, f64)> = VecDeque::new();
+        // Curvature pairs, oldest first, their vectors recycled. They are kept in f32: reading
+        // them dominates the direction's cost, and single precision halves it (products are
+        // taken in f64 from the stored values, so the pairs stay consistent).
+        let mut pairs: VecDeque<Pair> = VecDeque::new();
         let mut spare: Vec<(Vec<f32>, Vec<f32>)> = Vec::new();
         let (mut d, mut trial, mut unscaled, mut g_trial) =
             (vec![0.0; n], vec![0.0; n], vec![0.0; n], vec![0.0; n]);
         let mut alphas = Vec::with_capacity(memory);
         // Coordinates at their bound with the gradient pushing outwards stay fixed.
-        let active = |i: usize, x: &[f64], g: &[f64]| x[i] <= 0.0 && g[i] > 0.0;
+        let active = |x: f64, g: f64| x <= 0.0 && g > 0.0;
         for _ in 0..iterations {
             if deadline.is_some_and(|limit| Instant::now() >= limit) {
                 break;
             }
-            for i in 0..n {
-                d[i] = if active(i, &x, &g) { 0.0 } else { -g[i] };
-            }
+            // The two-loop recursion; each vector update is fused with the next dot product.
             alphas.clear();
-            for (s, y, rho) in pairs.iter().rev() {
-                let alpha = rho * dot(s, &d);
-                axpy(-alpha, y, &mut d);
+            let newest: &[f32] = pairs.back().map_or(&[], |p| &p.s);
+            let mut next = chunk_sum(
+                d.par_chunks_mut(CHUNK)
+                    .zip(x.par_chunks(CHUNK))
+                    .zip(g.par_chunks(CHUNK))
+                    .enumerate()
+                    .map(|(c, ((d, x), g))| {
+                        let s = newest.get(c * CHUNK..(c * CHUNK + d.len())).unwrap_or(&[]);
+                        for ((d, &x), &g) in d.iter_mut().zip(x).zip(g) {
+                            *d = if active(x, g) { 0.0 } else { -g };
+                        }
+                        s.iter()
+                            .zip(d.iter())
+                            .map(|(&s, &d)| f64::from(s) * d)
+                            .sum::<f64>()
+                    }),
+            );
+            for (k, p) in pairs.iter().enumerate().rev() {
+                let alpha = p.rho * next;
                 alphas.push(alpha);
+                next = match k.checked_sub(1) {
+                    Some(before) => axpy_dot(-alpha, &p.y, &mut d, &pairs[before].s),
+                    None => axpy_dot(-alpha, &p.y, &mut d, &[] as &[f32]),
+                };
             }
-            if let Some((s, y, _)) = pairs.back() {
+            if let Some(p) = pairs.back() {
                 // Pairs are kept only with s.y > 0, so y.y > 0 too.
-                let gamma = dot(s, y) / dot(y, y);
-                d.iter_mut().for_each(|v| *v *= gamma);
+                let gamma = p.sy / p.yy;
+                next = chunk_sum(
+                    d.par_chunks_mut(CHUNK)
+                        .zip(pairs[0].y.par_chunks(CHUNK))
+                        .map(|(d, y)| {
+                            let mut sum = 0.0;
+                            for (d, &y) in d.iter_mut().zip(y) {
+                                *d *= gamma;
+                                sum += f64::from(y) * *d;
+                            }
+                            sum
+                        }),
+                );
             }
-            for ((s, y, rho), alpha) in pairs.iter().zip(alphas.iter().rev()) {
-                let beta = rho * dot(y, &d);
-                axpy(alpha - beta, s, &mut d);
+            let m = pairs.len();
+            for (k, (p, alpha)) in pairs.iter().zip(alphas.iter().rev()).enumerate() {
+                let beta = p.rho * next;
+                next = if k + 1 < m {
+                    axpy_dot(alpha - beta, &p.s, &mut d, &pairs[k + 1].y)
+                } else {
+                    axpy_dot(alpha - beta, &p.s, &mut d, &[] as &[f32])
+                };
             }
-            for i in 0..n {
-                if active(i, &x, &g) {
-                    d[i] = 0.0;
-                }
-            }
-            if dot(&d, &g) >= 0.0 {
+            let slope = chunk_sum(
+                d.par_chunks_mut(CHUNK)
+                    .zip(x.par_chunks(CHUNK))
+                    .zip(g.par_chunks(CHUNK))
+                    .map(|((d, x), g)| {
+                        let mut sum = 0.0;
+                        for ((d, &x), &g) in d.iter_mut().zip(x).zip(g) {
+                            if active(x, g) {
+                                *d = 0.0;
+                            }
+                            sum += *d * g;
+                        }
+                        sum
+                    }),
+            );
+            if slope >= 0.0 {
                 // Not a descent direction: forget the curvature pairs and step along -g.
-                spare.extend(pairs.drain(..).map(|(s, y, _)| (s, y)));
-                for i in 0..n {
-                    d[i] = if active(i, &x, &g) { 0.0 } else { -g[i] };
+                spare.extend(pairs.drain(..).map(|p| (p.s, p.y)));
+                let mut norm = 0.0;
+                for ((d, &x), &g) in d.iter_mut().zip(&x).zip(&g) {
+                    *d = if active(x, g) { 0.0 } else { -g };
+                    norm += *d * *d;
                 }
-                if dot(&d, &d) == 0.0 {
+                if norm == 0.0 {
                     break;
                 }
             }
@@ -241,14 +290,27 @@ impl DualAscent {
             let mut accepted = false;
             let mut f_trial = f;
             for _ in 0..30 {
-                let mut decrease = 0.0;
-                for i in 0..n {
-                    trial[i] = (x[i] + step * d[i]).max(0.0);
-                    unscaled[i] = trial[i] * scale[i];
-                    decrease += g[i] * (trial[i] - x[i]);
-                }
+                let decrease = chunk_sum(
+                    trial
+                        .par_chunks_mut(CHUNK)
+                        .zip(unscaled.par_chunks_mut(CHUNK))
+                        .zip(x.par_chunks(CHUNK).zip(d.par_chunks(CHUNK)))
+                        .zip(g.par_chunks(CHUNK).zip(scale.par_chunks(CHUNK)))
+                        .map(|(((t, u), (x, d)), (g, s))| {
+                            let mut sum = 0.0;
+                            for i in 0..t.len() {
+                                t[i] = (x[i] + step * d[i]).max(0.0);
+                                u[i] = t[i] * s[i];
+                                sum += g[i] * (t[i] - x[i]);
+                            }
+                            sum
+                        }),
+                );
                 (f_trial, _) = self.evaluate(graph, &unscaled, tau, colour_tau, &mut g_trial);
-                g_trial.iter_mut().zip(&scale).for_each(|(g, s)| *g *= s);
+                g_trial
+                    .par_chunks_mut(CHUNK)
+                    .zip(scale.par_chunks(CHUNK))
+                    .for_each(|(g, s)| g.iter_mut().zip(s).for_each(|(g, s)| *g *= s));
                 if f_trial <= f + 1e-4 * decrease {
                     accepted = true;
                     break;
@@ -259,16 +321,38 @@ impl DualAscent {
                 break;
             }
             let (mut s, mut y) = spare.pop().unwrap_or_else(|| (vec![0.0; n], vec![0.0; n]));
-            for i in 0..n {
-                s[i] = (trial[i] - x[i]) as f32;
-                y[i] = (g_trial[i] - g[i]) as f32;
-            }
-            let sy = dot(&s, &y);
-            if sy > 1e-10 * (dot(&s, &s) * dot(&y, &y)).sqrt() {
-                pairs.push_back((s, y, 1.0 / sy));
+            let sums: Vec<[f64; 3]> = s
+                .par_chunks_mut(CHUNK)
+                .zip(y.par_chunks_mut(CHUNK))
+                .zip(trial.par_chunks(CHUNK).zip(x.par_chunks(CHUNK)))
+                .zip(g_trial.par_chunks(CHUNK).zip(g.par_chunks(CHUNK)))
+                .map(|(((s, y), (t, x)), (gt, g))| {
+                    let mut sums = [0.0; 3];
+                    for i in 0..s.len() {
+                        s[i] = (t[i] - x[i]) as f32;
+                        y[i] = (gt[i] - g[i]) as f32;
+                        let (si, yi) = (f64::from(s[i]), f64::from(y[i]));
+                        sums[0] += si * yi;
+                        sums[1] += si * si;
+                        sums[2] += yi * yi;
+                    }
+                    sums
+                })
+                .collect();
+            let [sy, ss, yy] = sums
+                .iter()
+                .fold([0.0; 3], |a, b| [a[0] + b[0], a[1] + b[1], a[2] + b[2]]);
+            if sy > 1e-10 * (ss * yy).sqrt() {
+                pairs.push_back(Pair {
+                    s,
+                    y,
+                    rho: 1.0 / sy,
+                    sy,
+                    yy,
+                });
                 if pairs.len() > memory {
-                    let (s, y, _) = pairs.pop_front().expect("more pairs than memory");
-                    spare.push((s, y));
+                    let p = pairs.pop_front().expect("more pairs than memory");
+                    spare.push((p.s, p.y));
                 }
             } else {
                 spare.push((s, y));
@@ -300,27 +384,63 @@ fn top_sum(values: &mut [f64], k: usize) -> f64 {
     top.iter().sum()
 }
 
-/// a . b in f64 with eight independent lanes (vectorisable; a fixed order, so deterministic).
-fn dot<A: Copy + Into<f64>, B: Copy + Into<f64>>(a: &[A], b: &[B]) -> f64 {
-    let mut lanes = [0.0f64; 8];
-    let (a8, b8) = (a.chunks_exact(8), b.chunks_exact(8));
-    let tail: f64 = a8
-        .remainder()
-        .iter()
-        .zip(b8.remainder())
-        .map(|(&x, &y)| x.into() * y.into())
-        .sum();
-    for (x, y) in a8.zip(b8) {
-        for k in 0..8 {
-            lanes[k] += x[k].into() * y[k].into();
-        }
-    }
-    lanes.iter().sum::<f64>() + tail
+/// An L-BFGS curvature pair: the step s, the gradient change y, 1 / s.y, s.y and y.y.
+struct Pair {
+    s: Vec<f32>,
+    y: Vec<f32>,
+    rho: f64,
+    sy: f64,
+    yy: f64,
 }
 
-/// y += alpha x, in f64.
-fn axpy<X: Copy + Into<f64>>(alpha: f64, x: &[X], y: &mut [f64]) {
-    y.iter_mut().zip(x).for_each(|(y, &x)| *y += alpha * x.into());
+/// The L-BFGS vector work runs on fixed chunks of this many coordinates, in parallel; partial
+/// sums are added in chunk order, so the results do not depend on the thread count.
+const CHUNK: usize = 8192;
+
+/// The sum of per-chunk partial sums, in chunk order.
+fn chunk_sum(parts: impl IndexedParallelIterator<Item = f64>) -> f64 {
+    parts.collect::<Vec<f64>>().iter().sum()
+}
+
+/// d += alpha x, returning next . d (the updated d; 0 when `next` is empty), in one pass over
+/// chunks in parallel.
+fn axpy_dot(alpha: f64, x: &[f32], d: &mut [f64], next: &[f32]) -> f64 {
+    if next.is_empty() {
+        d.par_chunks_mut(CHUNK)
+            .zip(x.par_chunks(CHUNK))
+            .for_each(|(d, x)| {
+                d.iter_mut()
+                    .zip(x)
+                    .for_each(|(d, &x)| *d += alpha * f64::from(x))
+            });
+        return 0.0;
+    }
+    chunk_sum(
+        d.par_chunks_mut(CHUNK)
+            .zip(x.par_chunks(CHUNK))
+            .zip(next.par_chunks(CHUNK))
+            .map(|((d, x), next)| axpy_dot_chunk(alpha, x, d, next)),
+    )
+}
+
+/// One chunk of `axpy_dot`; the dot product in eight lanes, in a fixed order.
+fn axpy_dot_chunk(alpha: f64, x: &[f32], d: &mut [f64], next: &[f32]) -> f64 {
+    let mut lanes = [0.0f64; 8];
+    let mut chunks = d.chunks_exact_mut(8);
+    let (x8, n8) = (x.chunks_exact(8), next.chunks_exact(8));
+    let (x_tail, n_tail) = (x8.remainder(), n8.remainder());
+    for ((d, x), m) in (&mut chunks).zip(x8).zip(n8) {
+        for k in 0..8 {
+            d[k] += alpha * f64::from(x[k]);
+            lanes[k] += f64::from(m[k]) * d[k];
+        }
+    }
+    let mut tail = 0.0;
+    for ((d, &x), &m) in chunks.into_remainder().iter_mut().zip(x_tail).zip(n_tail) {
+        *d += alpha * f64::from(x);
+        tail += f64::from(m) * *d;
+    }
+    lanes.iter().sum::<f64>() + tail
 }
 
 #[pymethods]
@@ -346,11 +466,18 @@ impl DualAscent {
             .iter()
             .map(|&t| per_colour[t as usize] == 1)
             .collect();
-        let shared = per_colour.iter().map(|&n| n > 1).collect();
+        let shared: Vec<bool> = per_colour.iter().map(|&n| n > 1).collect();
+        let shared_colours = (0..shared.len() as u32)
+            .filter(|&t| shared[t as usize])
+            .collect();
+        let tied_edges = (0..edges)
+            .filter(|&e| per_colour[g.edge_colour[e] as usize] == 1)
+            .collect();
         let free: Vec<usize> = (0..edges)
             .filter(|&e| per_colour[g.edge_colour[e] as usize] > 1)
             .collect();
         let variables = free.len() + 1;
+        let free_colour = free.iter().map(|&e| g.edge_colour[e]).collect();
         let mut frequencies: Vec<u64> = g.colour_frequency.clone();
         let price_scale = if budget == 0 || frequencies.is_empty() {
             1.0
@@ -360,8 +487,11 @@ impl DualAscent {
         };
         Ok(DualAscent {
             tied,
+            tied_edges,
             free,
+            free_colour,
             shared,
+            shared_colours,
             budget,
             colour_tau_ratio,
             price_scale,

@@ -8,6 +8,8 @@
 //!   segments merged, byte chains contracted) as flat edge arrays for `polytok.lp.graph`;
 //! * evaluating the Lagrangian bound on the *full* graph: one shortest path per pre-token with
 //!   edge costs n_w + mu_e, in parallel (fixed-order sums, so independent of the thread count).
+//!
+//! Its smoothed version, for the dual solver, is in `src/soft.rs`.
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -22,7 +24,7 @@ pub struct TokenGraph {
     data: Vec<u8>,
     offsets: Vec<usize>,
     pub(crate) counts: Vec<u64>,
-    max_len: usize,
+    pub(crate) max_len: usize,
     /// First full-graph edge of each pre-token (n + 1 entries); edges of a pre-token are in
     /// order (i ascending, then j ascending).
     pub(crate) edge_start: Vec<usize>,
@@ -37,6 +39,8 @@ pub struct TokenGraph {
     edge_lp: Vec<u32>,
     /// Weight (merged count) of the segment each reduced-LP priced edge belongs to.
     lp_edge_weight: Vec<f64>,
+    /// How `soft_paths` groups and blocks the pre-tokens, made on its first call.
+    pub(crate) soft_plan: std::sync::OnceLock<crate::soft::SoftPlan>,
 }
 
 /// The reduced LP: free and priced edges of the merged segments, with their costs.
@@ -59,7 +63,7 @@ pub struct ReducedLp {
 
 /// The end positions j of the token edges leaving position i of a pre-token of length `len`.
 #[inline]
-fn ends(i: usize, len: usize, max_len: usize) -> std::ops::RangeInclusive<usize> {
+pub(crate) fn ends(i: usize, len: usize, max_len: usize) -> std::ops::RangeInclusive<usize> {
     (i + 2)..=len.min(i.saturating_add(max_len))
 }
 
@@ -108,10 +112,11 @@ impl TokenGraph {
             colour_frequency,
             edge_lp: vec![DROPPED; edges],
             lp_edge_weight: Vec::new(),
+            soft_plan: std::sync::OnceLock::new(),
         }
     }
 
-    fn word_len(&self, w: usize) -> usize {
+    pub(crate) fn word_len(&self, w: usize) -> usize {
         self.offsets[w + 1] - self.offsets[w]
     }
 
@@ -342,136 +347,6 @@ impl TokenGraph {
         (total, on_path)
     }
 
-    /// Entropy-smoothed shortest paths (temperature `tau`, in tokens) at prices mu: returns
-    /// (sum_w n_w softmin_w, sum_w n_w min_w) and fills `marginals` with each edge's probability
-    /// under the Gibbs distribution over paths, the gradient of the smoothed sum in mu. Each
-    /// pre-token is scaled by its hard shortest distances, so every exponent is <= 0 and the
-    /// path sums lie in [1, #paths]. Words are cut into a fixed number of blocks and the
-    /// block sums added in order, so the result does not depend on the thread count.
-    pub fn soft_paths(&self, mu: &[f64], tau: f64, marginals: &mut [f64]) -> (f64, f64) {
-        const BLOCKS: usize = 256;
-        let n = self.counts.len();
-        let total_edges = self.edge_colour.len();
-        // Block b holds the words whose first edge lies in [b, b + 1) * total / BLOCKS.
-        let mut bounds = vec![0usize];
-        for b in 1..BLOCKS {
-            let target = total_edges * b / BLOCKS;
-            let w = self.edge_start.partition_point(|&s| s < target).min(n);
-            if w > *bounds.last().unwrap() {
-                bounds.push(w);
-            }
-        }
-        if *bounds.last().unwrap() != n {
-            bounds.push(n);
-        }
-        let mut slices = Vec::with_capacity(bounds.len());
-        let mut rest = marginals;
-        for pair in bounds.windows(2) {
-            let size = self.edge_start[pair[1]] - self.edge_start[pair[0]];
-            let (head, tail) = rest.split_at_mut(size);
-            slices.push((pair[0], pair[1], head));
-            rest = tail;
-        }
-        let parts: Vec<(f64, f64)> = slices
-            .into_par_iter()
-            .map(|(w0, w1, out)| {
-                let mut buffers = SoftBuffers::default();
-                let base = self.edge_start[w0];
-                let (mut soft, mut hard) = (0.0, 0.0);
-                for w in w0..w1 {
-                    let range = (self.edge_start[w] - base)..(self.edge_start[w + 1] - base);
-                    let (s, h) = self.soft_word(w, mu, tau, &mut out[range], &mut buffers);
-                    soft += s;
-                    hard += h;
-                }
-                (soft, hard)
-            })
-            .collect();
-        parts.iter().fold((0.0, 0.0), |(s, h), &(a, b)| (s + a, h + b))
-    }
-
-    /// One pre-token of `soft_paths`: (n_w softmin, n_w min), edge marginals into `out`.
-    fn soft_word(&self, w: usize, mu: &[f64], tau: f64, out: &mut [f64], b: &mut SoftBuffers) -> (f64, f64) {
-        let len = self.word_len(w);
-        let count = self.counts[w] as f64;
-        let first = self.edge_start[w];
-        let (lo, hi) = (first, self.edge_start[w + 1]);
-        let per_count = 1.0 / count;
-        let cost = |e: usize| 1.0 + mu[e] * per_count;
-        b.from.clear();
-        b.from.resize(len + 1, f64::INFINITY);
-        b.to.clear();
-        b.to.resize(len + 1, f64::INFINITY);
-        b.forward.clear();
-        b.forward.resize(len + 1, 0.0);
-        b.backward.clear();
-        b.backward.resize(len + 1, 0.0);
-        b.node_edges.clear();
-        // Hard distances from the start (push, edges in order of tail).
-        b.from[0] = 0.0;
-        let mut e = lo;
-        for i in 0..len {
-            b.node_edges.push(e);
-            let here = b.from[i];
-            b.from[i + 1] = b.from[i + 1].min(here + 1.0);
-            for j in ends(i, len, self.max_len) {
-                b.from[j] = b.from[j].min(here + cost(e));
-                e += 1;
-            }
-        }
-        b.node_edges.push(hi);
-        // Hard distances to the end, then both path sums.
-        b.to[len] = 0.0;
-        for i in (0..len).rev() {
-            let mut best = 1.0 + b.to[i + 1];
-            let mut e = b.node_edges[i];
-            for j in ends(i, len, self.max_len) {
-                best = best.min(cost(e) + b.to[j]);
-                e += 1;
-            }
-            b.to[i] = best;
-        }
-        b.forward[0] = 1.0;
-        let mut e = lo;
-        for i in 0..len {
-            let (a, d) = (b.forward[i], b.from[i]);
-            b.forward[i + 1] += a * decay((d + 1.0 - b.from[i + 1]) / tau);
-            for j in ends(i, len, self.max_len) {
-                let factor = decay((d + cost(e) - b.from[j]) / tau);
-                out[e - first] = a * factor;
-                b.forward[j] += a * factor;
-                e += 1;
-            }
-        }
-        b.backward[len] = 1.0;
-        for i in (0..len).rev() {
-            let t = b.to[i];
-            let mut sum = b.backward[i + 1] * decay((1.0 + b.to[i + 1] - t) / tau);
-            let mut e = b.node_edges[i];
-            for j in ends(i, len, self.max_len) {
-                sum += b.backward[j] * decay((cost(e) + b.to[j] - t) / tau);
-                e += 1;
-            }
-            b.backward[i] = sum;
-        }
-        // out[e] holds forward[i] * exp(-(from[i] + c_e - from[j]) / tau); completing the path
-        // through j multiplies by backward[j] exp(-(from[j] + to[j] - from[len]) / tau).
-        let total = b.forward[len];
-        let shortest = b.from[len];
-        for j in 2..=len {
-            let tail = b.backward[j] * decay((b.from[j] + b.to[j] - shortest) / tau) / total;
-            b.forward[j] = tail; // reused: the factor for edges ending at j
-        }
-        let mut e = lo;
-        for i in 0..len {
-            for j in ends(i, len, self.max_len) {
-                out[e - first] *= b.forward[j];
-                e += 1;
-            }
-        }
-        (count * (shortest - tau * total.ln()), count * shortest)
-    }
-
     /// Length in bytes of full edge e of pre-token w.
     fn edge_length(&self, _w: usize, e: usize) -> usize {
         self.colour_len[self.edge_colour[e] as usize] as usize
@@ -526,28 +401,6 @@ impl TokenGraph {
         }
         mu
     }
-}
-
-/// exp(-x) for x >= 0 (up to rounding), 0 beyond 36 where it is below 2.4e-16: a path that
-/// much longer than the shortest carries no weight at this precision, and the test is cheaper
-/// than the exponential.
-#[inline]
-fn decay(x: f64) -> f64 {
-    if x > 36.0 {
-        0.0
-    } else {
-        (-x).exp()
-    }
-}
-
-/// Scratch space of `TokenGraph::soft_word`, reused across the pre-tokens of a block.
-#[derive(Default)]
-struct SoftBuffers {
-    from: Vec<f64>,
-    to: Vec<f64>,
-    forward: Vec<f64>,
-    backward: Vec<f64>,
-    node_edges: Vec<usize>,
 }
 
 /// Python view of the tokenisation graph; see `polytok.lp.graph`.

@@ -10,6 +10,7 @@ mod metrics;
 mod pretokenize;
 mod progress;
 mod segment;
+mod soft;
 mod unigram;
 mod wordpiece;
 

@@ -12,6 +12,7 @@ import pytest
 
 import polytok
 from polytok.certify import Certificate
+from polytok.counts import WordCounts
 from polytok.errors import ConfigError
 from polytok.lp import TokenisationGraph, lagrangian, relax, solve
 from polytok.lp.dual import dual_ascent, temperatures
@@ -60,6 +61,27 @@ def test_soft_paths_match_enumeration(seed, tau):
     counts = random_counts(seed)
     graph = TokenisationGraph(counts)
     prices = np.random.default_rng(seed).random(graph.num_edges) * 3
+    soft, hard, marginals = graph.core.soft_paths(prices, tau)
+    want_soft, want_hard, want_marginals = brute_force_soft(graph, counts, prices, tau)
+    assert soft == pytest.approx(want_soft, rel=1e-12)
+    assert hard == pytest.approx(want_hard, rel=1e-12)
+    np.testing.assert_allclose(marginals, want_marginals, atol=1e-12)
+
+
+@pytest.mark.parametrize("tau", [1.0, 0.05])
+def test_soft_paths_in_lockstep_groups_match_enumeration(tau):
+    """Pre-tokens of one length are evaluated four at a time: full groups, partial groups (three
+    and one left over), one-byte pre-tokens, and lanes where some edges are negligible (prices
+    far above the path) while the same edge in another lane is not."""
+    rng = np.random.default_rng(7)
+    words = {}
+    for length, number in ((5, 11), (3, 4), (1, 2), (9, 1), (2, 6)):
+        while sum(len(w) == length for w in words) < number:
+            words[bytes(int(v) for v in rng.choice(list(b"abc"), length))] = int(rng.integers(1, 6))
+    counts = WordCounts.from_dict(words)
+    graph = TokenisationGraph(counts)
+    prices = rng.random(graph.num_edges) * 3
+    prices[rng.random(graph.num_edges) < 0.3] *= 50
     soft, hard, marginals = graph.core.soft_paths(prices, tau)
     want_soft, want_hard, want_marginals = brute_force_soft(graph, counts, prices, tau)
     assert soft == pytest.approx(want_soft, rel=1e-12)
