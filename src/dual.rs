@@ -3,16 +3,17 @@
 //! The Lagrangian bound L(mu) = sum_w shortestpath_w(n_w + mu_e) - (sum of the K largest M_t)
 //! is concave but piecewise linear. Replacing each shortest path by a soft minimum (temperature
 //! `tau` tokens, an entropy over the pre-token's paths) and the top-K sum by its entropic
-//! version (temperature `colour_tau`, with the budget price lambda as an explicit variable)
-//! gives a smooth concave function
-//!   F(mu, lambda) = sum_w n_w softmin_w - K lambda - colour_tau sum_t softplus((M_t - lambda) / colour_tau)
+//! version (temperature `colour_tau_t` per colour, with the budget price lambda as an explicit
+//! variable) gives a smooth concave function
+//!   F(mu, lambda) = sum_w n_w softmin_w - K lambda - sum_t colour_tau_t softplus((M_t - lambda) / colour_tau_t)
 //! whose gradient is (edge marginal p_e - colour value c_t) for mu_e and (sum_t c_t - K) for
-//! lambda, with c_t = sigmoid((M_t - lambda) / colour_tau). It is maximised over mu, lambda >= 0
+//! lambda, with c_t = sigmoid((M_t - lambda) / colour_tau_t). It is maximised over mu, lambda >= 0
 //! by projected L-BFGS, one stage per temperature, each stage preconditioned by the diagonal
 //! of F's curvature where the stage starts. Every evaluation also gives the exact L(mu) (the
 //! hard shortest paths come with the soft ones), and the prices with the best exact value are
 //! kept: that value, re-evaluated with a rounding margin in Python, is the certified bound.
-//! All sums run in a fixed order, so the result does not depend on the thread count.
+//! All sums run in a fixed order (the soft paths in fixed blocks, the L-BFGS vector work in
+//! fixed chunks), so the result does not depend on the thread count.
 use numpy::{IntoPyArray, PyArray1};
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -23,15 +24,21 @@ use std::time::Instant;
 use crate::graph::{PyTokenGraph, TokenGraph};
 use crate::soft::exp_neg;
 
+/// The window (in iterations) over which a stage's extension measures the bound's rise.
+const WINDOW: usize = 10;
+
 /// State of a dual ascent: variables, the best exact bound so far, scratch space.
 #[pyclass(name = "DualAscent", module = "polytok._core")]
 pub struct DualAscent {
     budget: usize,
     colour_tau_ratio: f64,
     /// The price of a token of budget, estimated: a quarter of the K-th largest weighted colour
-    /// frequency (lambda came out at 0.1 to 0.25 of it on the benchmarks). The colour
+    /// frequency (lambda came out at 0.1 to 1 times it on the benchmarks). The colour
     /// temperature is in these units, so the smoothing does not depend on the corpus' size.
     price_scale: f64,
+    /// Each colour's temperature relative to `price_scale`: min(1, its weighted frequency / 4
+    /// / price_scale). See `new`.
+    colour_scale: Vec<f64>,
     /// Edges whose colour has no other edge. Their price is tied to lambda: for any lambda,
     /// mu_e = lambda maximises L (its shortest-path part rises with slope p_e <= 1 in mu_e and
     /// its colour term (mu_e - lambda)_+ with slope 1 beyond lambda), and then the colour term
@@ -98,7 +105,8 @@ impl DualAscent {
         let mut used = 0.0;
         for &t in &self.shared_colours {
             let t = t as usize;
-            let z = (self.totals[t] - lambda) / colour_tau;
+            let scale = self.colour_scale[t];
+            let z = (self.totals[t] - lambda) / (colour_tau * scale);
             // softplus(z) = max(z, 0) + ln(1 + e) and sigmoid(z) from e = exp(-|z|).
             let e = exp_neg(z.abs());
             let c = if z >= 0.0 {
@@ -106,7 +114,7 @@ impl DualAscent {
             } else {
                 e / (1.0 + e)
             };
-            softplus += z.max(0.0) + if e > 0.0 { e.ln_1p() } else { 0.0 };
+            softplus += scale * (z.max(0.0) + if e > 0.0 { e.ln_1p() } else { 0.0 });
             self.colour_values[t] = c;
             used += c;
         }
@@ -140,7 +148,10 @@ impl DualAscent {
                 path[e] = p * (1.0 - p) / (tau * count);
             }
         }
-        let colour = |t: usize| self.colour_values[t] * (1.0 - self.colour_values[t]) / colour_tau;
+        let colour = |t: usize| {
+            self.colour_values[t] * (1.0 - self.colour_values[t])
+                / (colour_tau * self.colour_scale[t])
+        };
         let mut diagonal: Vec<f64> = self
             .free
             .iter()
@@ -162,14 +173,19 @@ impl DualAscent {
     }
 
     /// One temperature stage of projected L-BFGS in the scaled variables x = point / scale.
+    /// After `iterations`, up to `extend` more run while the best exact bound still rose by
+    /// more than `gain` of itself over the last `WINDOW` iterations. Returns the iterations run.
+    #[allow(clippy::too_many_arguments)]
     fn run_stage(
         &mut self,
         graph: &TokenGraph,
         tau: f64,
         iterations: usize,
+        extend: usize,
+        gain: f64,
         memory: usize,
         deadline: Option<Instant>,
-    ) {
+    ) -> usize {
         let colour_tau = tau * self.colour_tau_ratio * self.price_scale;
         let n = self.point.len();
         let point = self.point.clone();
@@ -202,9 +218,17 @@ impl DualAscent {
         let mut alphas = Vec::with_capacity(memory);
         // Coordinates at their bound with the gradient pushing outwards stay fixed.
         let active = |x: f64, g: f64| x <= 0.0 && g > 0.0;
-        for _ in 0..iterations {
+        let mut history = vec![self.best_value];
+        let mut done = 0;
+        while done < iterations + extend {
             if deadline.is_some_and(|limit| Instant::now() >= limit) {
                 break;
+            }
+            if done >= iterations {
+                let (now, before) = (history[done], history[done - WINDOW.min(done)]);
+                if now - before <= gain * now.abs() {
+                    break;
+                }
             }
             // The two-loop recursion; each vector update is fused with the next dot product.
             alphas.clear();
@@ -360,11 +384,14 @@ impl DualAscent {
             std::mem::swap(&mut x, &mut trial);
             std::mem::swap(&mut g, &mut g_trial);
             f = f_trial;
+            done += 1;
+            history.push(self.best_value);
         }
         self.point = x.iter().zip(&scale).map(|(x, s)| x * s).collect();
         // Leave the colour values and marginals those of the final point.
         let point = self.point.clone();
         self.evaluate(graph, &point, tau, colour_tau, &mut g);
+        done
     }
 }
 
@@ -485,7 +512,17 @@ impl DualAscent {
             let split = frequencies.len() - budget.min(frequencies.len());
             (*frequencies.select_nth_unstable(split).1 as f64 / 4.0).max(1.0)
         };
+        // A colour's price total M_t can only approach lambda if it is frequent; a rare colour
+        // smoothed at the full temperature would still count sigmoid(-lambda / colour_tau) of a
+        // token, and the many rare colours together would push lambda up by about
+        // colour_tau x ln(#colours / K) (at 5 MB and K=1024 about twice its optimum).
+        let colour_scale = g
+            .colour_frequency
+            .iter()
+            .map(|&f| (f as f64 / 4.0 / price_scale).min(1.0))
+            .collect();
         Ok(DualAscent {
+            colour_scale,
             tied,
             tied_edges,
             free,
@@ -506,9 +543,11 @@ impl DualAscent {
         })
     }
 
-    /// Runs one stage of at most `iterations` L-BFGS steps at path temperature `tau`,
-    /// stopping early after `seconds` (None: no limit).
-    #[pyo3(signature = (graph, tau, iterations, memory=5, seconds=None))]
+    /// Runs one stage of `iterations` L-BFGS steps at path temperature `tau`, then up to
+    /// `extend` more while the best exact bound rose by more than `gain` of itself over the
+    /// last 10; stops early after `seconds` (None: no limit). Returns the steps run.
+    #[pyo3(signature = (graph, tau, iterations, memory=5, seconds=None, extend=0, gain=0.0))]
+    #[allow(clippy::too_many_arguments)]
     fn stage(
         &mut self,
         py: Python<'_>,
@@ -517,7 +556,9 @@ impl DualAscent {
         iterations: usize,
         memory: usize,
         seconds: Option<f64>,
-    ) -> PyResult<()> {
+        extend: usize,
+        gain: f64,
+    ) -> PyResult<usize> {
         if !(tau > 0.0) || tau.is_infinite() {
             return Err(PyValueError::new_err(format!(
                 "tau must be finite and > 0, got {tau}"
@@ -531,8 +572,12 @@ impl DualAscent {
         }
         let deadline =
             seconds.map(|s| Instant::now() + std::time::Duration::from_secs_f64(s.max(0.0)));
-        py.detach(|| self.run_stage(g, tau, iterations, memory.max(1), deadline));
-        Ok(())
+        if !(gain >= 0.0) {
+            return Err(PyValueError::new_err(format!(
+                "gain must be >= 0, got {gain}"
+            )));
+        }
+        Ok(py.detach(|| self.run_stage(g, tau, iterations, extend, gain, memory.max(1), deadline)))
     }
 
     /// Best exact L(mu) seen (not yet lowered by a rounding margin).

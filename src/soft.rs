@@ -351,7 +351,10 @@ mod tests {
         let mut x = -0.5;
         while x <= NEGLIGIBLE {
             let (got, want) = (exp_neg(x), (-x).exp());
-            assert!((got - want).abs() <= 4.0 * f64::EPSILON * want, "exp(-{x}): {got} vs {want}");
+            assert!(
+                (got - want).abs() <= 4.0 * f64::EPSILON * want,
+                "exp(-{x}): {got} vs {want}"
+            );
             x += 0.001_37;
         }
         for x in [NEGLIGIBLE + 1e-9, 40.0, 1e6, f64::INFINITY] {

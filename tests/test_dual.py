@@ -181,16 +181,40 @@ def test_dual_options_are_checked():
         dual_ascent(graph, -1)
     with pytest.raises(ConfigError, match="iterations"):
         dual_ascent(graph, 2, iterations=0)
+    with pytest.raises(ConfigError, match="extend"):
+        dual_ascent(graph, 2, extend=-1)
+    with pytest.raises(ConfigError, match="gain"):
+        dual_ascent(graph, 2, gain=float("nan"))
+
+
+def test_stages_run_on_while_the_bound_rises():
+    graph = TokenisationGraph(excerpt_counts(3000))
+    optimum = solve(graph.linear_program(64), "highs").objective
+    base = dual_ascent(graph, 64, tolerance=1e-3, iterations=8)
+    assert [stage["iterations"] for stage in base[2]] == [8] * len(base[2])
+    # gain 0: on while the bound rises at all (early stages do), up to `extend` more steps.
+    longer = dual_ascent(graph, 64, tolerance=1e-3, iterations=8, extend=30, gain=0.0)
+    steps = [stage["iterations"] for stage in longer[2]]
+    assert all(8 <= s <= 38 for s in steps) and steps[0] > 8
+    assert lagrangian(graph, longer[0].duals, 64).bound <= optimum + 1e-6
+    assert longer[0].objective >= base[0].objective
+    # An unreachable gain never extends.
+    never = dual_ascent(graph, 64, tolerance=1e-3, iterations=8, extend=30, gain=1.0)
+    assert [stage["iterations"] for stage in never[2]] == [8] * len(never[2])
+    assert never[0].objective == base[0].objective
 
 
 DETERMINISM = """
-import sys
+import hashlib, sys
 from polytok.lp import TokenisationGraph
 from polytok.lp.dual import dual_ascent
 from tests.test_bound import excerpt_counts
-graph = TokenisationGraph(excerpt_counts(3000))
-solution, values, _ = dual_ascent(graph, 48, tolerance=1e-3)
-sys.stdout.write(solution.duals.tobytes().hex()[:4000] + repr(solution.objective) + values.tobytes().hex()[:4000])
+graph = TokenisationGraph(excerpt_counts(8000))
+solution, values, stages = dual_ascent(graph, 48, tolerance=1e-3, extend=10, gain=1e-4)
+# More variables than one chunk of the parallel L-BFGS vector work (8,192).
+assert stages[-1]["variables"] > 2 * 8192, stages[-1]["variables"]
+digest = hashlib.sha256(solution.duals.tobytes() + values.tobytes()).hexdigest()
+sys.stdout.write(digest + repr(solution.objective) + repr([stage["iterations"] for stage in stages]))
 """
 
 

@@ -3,16 +3,17 @@
 No LP is built. The Lagrangian bound L(mu) (see bound.py) is maximised directly over the edge
 prices mu >= 0 and the budget price lambda, after smoothing its two non-smooth parts: each
 pre-token's shortest path becomes a soft minimum over its paths (temperature tau, in tokens)
-and the top-K sum an entropic one (temperature tau x an estimate of lambda's scale). The Rust
+and the top-K sum an entropic one (temperature tau x an estimate of lambda's scale, lowered for
+colours too rare for their price to reach lambda, see `src/dual.rs`). The Rust
 core (`src/dual.rs`) runs projected L-BFGS on that smooth concave function, one stage per
 temperature, from 0.3 down by thirds to about 3 x `tolerance`, and keeps the prices with the
 best *exact* L(mu). Those prices are what the certificate evaluates, so the bound is valid
 whatever the smoothing or an early stop does; only its tightness depends on them.
 
 Compared with an LP solver it needs memory for the graph's edges only (no matrix), and the
-smoothed colour values c_t = sigmoid((M_t - lambda) / colour_tau) are its primal estimate for
-rounding. The stage length is fixed (`iterations`), so the result is the same on any machine and
-at any thread count.
+smoothed colour values c_t = sigmoid((M_t - lambda) / colour_tau_t) are its primal estimate for
+rounding. Stages are counted in iterations, never in seconds (unless `time_limit` is given), so
+the result is the same on any machine and at any thread count.
 """
 from __future__ import annotations
 
@@ -33,7 +34,8 @@ COOLING = 3.0
 """Each stage's temperature is the previous one's divided by this."""
 COLOUR_TAU_RATIO = 1.0
 """Colour temperature per token of path temperature, in units of the estimated price of a token
-of budget (a quarter of the K-th largest weighted colour frequency, see `src/dual.rs`)."""
+of budget (a quarter of the K-th largest weighted colour frequency; for a rarer colour, a
+quarter of its own frequency; see `src/dual.rs`)."""
 
 
 def temperatures(tolerance: float) -> list[float]:
@@ -65,17 +67,26 @@ def dual_ascent(
     tolerance: float = 1e-4,
     iterations: int = 40,
     memory: int = 5,
+    extend: int = 0,
+    gain: float = 0.0,
     time_limit: float | None = None,
     progress: bool = False,
 ) -> tuple[Solution, np.ndarray, list[dict]]:
     """Runs the stages; returns a Solution whose `duals` are the full-graph edge prices of the
     best exact bound (and `primal` the colour values at the end), the colour values, and one
-    record per stage. `time_limit` stops the ascent (the prices found so far still certify).
-    A budget that holds every multi-byte pre-token whole needs no stages (see the code)."""
+    record per stage. Each stage runs `iterations` L-BFGS steps, then up to `extend` more while
+    the best exact bound still rose by more than `gain` of itself over the last 10 (a tighter
+    bound for a slowly converging ascent, e.g. a small K on a large corpus; both count steps, so
+    the result stays deterministic). `time_limit` stops the ascent (the prices found so far
+    still certify). A budget that holds every multi-byte pre-token whole needs no stages."""
     if budget < 0:
         raise ConfigError(f"the budget K must be >= 0, got {budget}")
     if iterations < 1:
         raise ConfigError(f"iterations must be >= 1, got {iterations}")
+    if extend < 0:
+        raise ConfigError(f"extend must be >= 0 iterations, got {extend}")
+    if not gain >= 0:
+        raise ConfigError(f"gain must be >= 0, got {gain}")
     if time_limit is not None and time_limit <= 0:
         raise ConfigError(f"time_limit must be > 0 seconds, got {time_limit}")
     start = time.perf_counter()
@@ -99,10 +110,10 @@ def dual_ascent(
         left = None if time_limit is None else time_limit - (time.perf_counter() - start)
         if left is not None and left <= 0:
             break
-        ascent.stage(graph.core, tau, iterations, memory=memory, seconds=left)
-        stages.append({"round": len(stages), "temperature": tau, "variables": ascent.variables,
-                       "evaluations": ascent.evaluations, "best_lagrangian": ascent.best_value,
-                       "budget_price": ascent.budget_price})
+        steps = ascent.stage(graph.core, tau, iterations, memory=memory, seconds=left, extend=extend, gain=gain)
+        stages.append({"round": len(stages), "temperature": tau, "iterations": steps,
+                       "variables": ascent.variables, "evaluations": ascent.evaluations,
+                       "best_lagrangian": ascent.best_value, "budget_price": ascent.budget_price})
         bar.update()
         bar.set_postfix(bound=f"{ascent.best_value:.6g}")
     bar.close()
