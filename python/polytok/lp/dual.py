@@ -6,7 +6,8 @@ pre-token's shortest path becomes a soft minimum over its paths (temperature tau
 and the top-K sum an entropic one (temperature tau x an estimate of lambda's scale, lowered for
 colours too rare for their price to reach lambda, see `src/dual.rs`). The Rust
 core (`src/dual.rs`) runs projected L-BFGS on that smooth concave function, one stage per
-temperature, from 0.3 down by thirds to about 3 x `tolerance`, and keeps the prices with the
+temperature, from 0.3 down by thirds to about 3 x `tolerance`, each stage run on while the
+bound still rises by more than `tolerance` of itself per 10 steps, and keeps the prices with the
 best *exact* L(mu). Those prices are what the certificate evaluates, so the bound is valid
 whatever the smoothing or an early stop does; only its tightness depends on them.
 
@@ -65,19 +66,19 @@ def dual_ascent(
     budget: int,
     *,
     tolerance: float = 1e-4,
-    iterations: int = 40,
+    iterations: int = 30,
     memory: int = 5,
-    extend: int = 0,
-    gain: float = 0.0,
+    extend: int = 30,
+    gain: float | None = None,
     time_limit: float | None = None,
     progress: bool = False,
 ) -> tuple[Solution, np.ndarray, list[dict]]:
     """Runs the stages; returns a Solution whose `duals` are the full-graph edge prices of the
     best exact bound (and `primal` the colour values at the end), the colour values, and one
     record per stage. Each stage runs `iterations` L-BFGS steps, then up to `extend` more while
-    the best exact bound still rose by more than `gain` of itself over the last 10 (a tighter
-    bound for a slowly converging ascent, e.g. a small K on a large corpus; both count steps, so
-    the result stays deterministic). `time_limit` stops the ascent (the prices found so far
+    the best exact bound still rose by more than `gain` (default: `tolerance`) of itself over
+    the last 10: the effort goes where the ascent converges slowly, e.g. a small K on a large
+    corpus. Both count steps, so the result stays deterministic. `time_limit` stops the ascent (the prices found so far
     still certify). A budget that holds every multi-byte pre-token whole needs no stages."""
     if budget < 0:
         raise ConfigError(f"the budget K must be >= 0, got {budget}")
@@ -85,6 +86,8 @@ def dual_ascent(
         raise ConfigError(f"iterations must be >= 1, got {iterations}")
     if extend < 0:
         raise ConfigError(f"extend must be >= 0 iterations, got {extend}")
+    schedule = temperatures(tolerance)
+    gain = tolerance if gain is None else gain
     if not gain >= 0:
         raise ConfigError(f"gain must be >= 0, got {gain}")
     if time_limit is not None and time_limit <= 0:
@@ -103,7 +106,6 @@ def dual_ascent(
         )
         return solution, colour_values, []
     ascent = _core.DualAscent(graph.core, budget, COLOUR_TAU_RATIO)
-    schedule = temperatures(tolerance)
     stages: list[dict] = []
     bar = tqdm(total=len(schedule), desc=f"ConvexTok dual ascent (K={budget})", unit="stage", disable=not progress)
     for tau in schedule:
