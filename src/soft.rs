@@ -175,8 +175,6 @@ impl TokenGraph {
         let sink = Marginals(marginals.as_mut_ptr());
         #[cfg(target_arch = "x86_64")]
         let wide = std::arch::is_x86_feature_detected!("avx2");
-        #[cfg(not(target_arch = "x86_64"))]
-        let wide = false;
         let parts: Vec<(f64, f64)> = bounds
             .par_windows(2)
             .map(|pair| {
