@@ -7,6 +7,7 @@
 //! operation, the exponential included, runs on four values at once (it vectorises). A node
 //! has only a few edges on average, so this is what makes the loops wide, not the edges.
 use rayon::prelude::*;
+use std::ops::Range;
 
 use crate::graph::{ends, TokenGraph};
 
@@ -166,19 +167,14 @@ impl TokenGraph {
         assert_eq!(mu.len(), self.edge_colour.len());
         assert_eq!(marginals.len(), self.edge_colour.len());
         let plan = self.soft_plan.get_or_init(|| SoftPlan::new(self));
-        let groups: Vec<&[usize]> = plan
-            .groups
-            .iter()
-            .map(|&(a, b)| &plan.order[a..b])
-            .collect();
-        let (bounds, single) = (&plan.bounds, plan.single);
         let sink = Marginals(marginals.as_mut_ptr());
         #[cfg(target_arch = "x86_64")]
         let wide = std::arch::is_x86_feature_detected!("avx2");
-        let parts: Vec<(f64, f64)> = bounds
+        let parts: Vec<(f64, f64)> = plan
+            .bounds
             .par_windows(2)
             .map(|pair| {
-                let block = &groups[pair[0]..pair[1]];
+                let block = (plan, pair[0]..pair[1]);
                 #[cfg(target_arch = "x86_64")]
                 if wide {
                     // SAFETY: the CPU has AVX2 (checked above).
@@ -189,7 +185,7 @@ impl TokenGraph {
             .collect();
         parts
             .iter()
-            .fold((single, single), |(s, h), &(a, b)| (s + a, h + b))
+            .fold((plan.single, plan.single), |(s, h), &(a, b)| (s + a, h + b))
     }
 
     /// `soft_block` compiled for AVX2, where a `[f64; 4]` is one register. No fused
@@ -199,7 +195,7 @@ impl TokenGraph {
     #[target_feature(enable = "avx2")]
     unsafe fn soft_block_avx2(
         &self,
-        block: &[&[usize]],
+        block: (&SoftPlan, Range<usize>),
         mu: &[f64],
         tau: f64,
         sink: &Marginals,
@@ -207,12 +203,20 @@ impl TokenGraph {
         self.soft_block(block, mu, tau, sink)
     }
 
-    /// The groups of one block, in order: (sum of soft minima, sum of hard minima).
+    /// The groups of one block (the plan's groups in `range`), in order: (sum of soft minima,
+    /// sum of hard minima).
     #[inline(always)]
-    fn soft_block(&self, block: &[&[usize]], mu: &[f64], tau: f64, sink: &Marginals) -> (f64, f64) {
+    fn soft_block(
+        &self,
+        (plan, range): (&SoftPlan, Range<usize>),
+        mu: &[f64],
+        tau: f64,
+        sink: &Marginals,
+    ) -> (f64, f64) {
         let mut buffers = Buffers::default();
         let (mut soft, mut hard) = (0.0, 0.0);
-        for group in block {
+        for &(a, b) in &plan.groups[range] {
+            let group = &plan.order[a..b];
             let (s, h) = self.soft_group(group, mu, tau, 1.0 / tau, sink, &mut buffers);
             soft += s;
             hard += h;
