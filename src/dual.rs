@@ -44,15 +44,12 @@ pub struct DualAscent {
     /// its colour term (mu_e - lambda)_+ with slope 1 beyond lambda), and then the colour term
     /// vanishes. The smoothed F keeps no term for their colours, and its lambda gradient counts
     /// their marginals p_e as the budget those colours use (c_t = p_e, as in the LP presolve).
-    tied: Vec<bool>,
+    tied_edges: Vec<usize>,
     /// The other edges: their prices are the variables, in this order, followed by lambda.
     free: Vec<usize>,
-    /// The tied edges, in order.
-    tied_edges: Vec<usize>,
     /// The colour of each free edge.
     free_colour: Vec<u32>,
-    /// Colours with more than one edge (the others are tied), as a mask and in order.
-    shared: Vec<bool>,
+    /// Colours with more than one edge (the others are tied), in order.
     shared_colours: Vec<u32>,
     point: Vec<f64>,
     best_point: Vec<f64>,
@@ -72,7 +69,7 @@ impl DualAscent {
     fn prices_of(&self, point: &[f64], out: &mut Vec<f64>) {
         let lambda = point[point.len() - 1];
         out.clear();
-        out.resize(self.tied.len(), lambda);
+        out.resize(self.marginals.len(), lambda);
         for (k, &e) in self.free.iter().enumerate() {
             out[e] = point[k];
         }
@@ -140,7 +137,7 @@ impl DualAscent {
     /// edge from its own path variance plus c(1-c) / colour_tau from its colour; lambda
     /// gathers the colours' and the tied edges' terms.
     fn curvature(&self, graph: &TokenGraph, tau: f64, colour_tau: f64) -> Vec<f64> {
-        let mut path = vec![0.0; self.tied.len()];
+        let mut path = vec![0.0; self.marginals.len()];
         for w in 0..graph.counts.len() {
             let count = graph.counts[w] as f64;
             for e in graph.edge_start[w]..graph.edge_start[w + 1] {
@@ -158,15 +155,11 @@ impl DualAscent {
             .map(|&e| path[e] + colour(graph.edge_colour[e] as usize))
             .collect();
         let mut budget = 0.0;
-        for t in 0..self.shared.len() {
-            if self.shared[t] {
-                budget += colour(t);
-            }
+        for &t in &self.shared_colours {
+            budget += colour(t as usize);
         }
-        for (e, &tied) in self.tied.iter().enumerate() {
-            if tied {
-                budget += path[e];
-            }
+        for &e in &self.tied_edges {
+            budget += path[e];
         }
         diagonal.push(budget);
         diagonal
@@ -488,14 +481,8 @@ impl DualAscent {
         for &t in &g.edge_colour {
             per_colour[t as usize] += 1;
         }
-        let tied = g
-            .edge_colour
-            .iter()
-            .map(|&t| per_colour[t as usize] == 1)
-            .collect();
-        let shared: Vec<bool> = per_colour.iter().map(|&n| n > 1).collect();
-        let shared_colours = (0..shared.len() as u32)
-            .filter(|&t| shared[t as usize])
+        let shared_colours = (0..per_colour.len() as u32)
+            .filter(|&t| per_colour[t as usize] > 1)
             .collect();
         let tied_edges = (0..edges)
             .filter(|&e| per_colour[g.edge_colour[e] as usize] == 1)
@@ -523,11 +510,9 @@ impl DualAscent {
             .collect();
         Ok(DualAscent {
             colour_scale,
-            tied,
             tied_edges,
             free,
             free_colour,
-            shared,
             shared_colours,
             budget,
             colour_tau_ratio,
@@ -565,7 +550,7 @@ impl DualAscent {
             )));
         }
         let g = &graph.inner;
-        if g.edge_colour.len() != self.tied.len() {
+        if g.edge_colour.len() != self.marginals.len() {
             return Err(PyValueError::new_err(
                 "this dual ascent was started on another graph",
             ));
