@@ -118,7 +118,7 @@ def trained_tokenizers() -> dict[str, Tokenizer]:
         tokenizers_by_name[f"hf-{preset}"] = with_specials(vocab, merges, preset)
     for preset in ("cl100k", "o200k"):
         tokenizers_by_name[f"polytok-{preset}"] = polytok.train(
-            texts, algorithm="bpe", vocab_size=2000, pattern=preset, special_tokens=list(SPECIAL_TOKENS), progress=False
+            polytok.texts(texts), algorithm="bpe", vocab_size=2000, pattern=preset, special_tokens=list(SPECIAL_TOKENS), progress=False
         )
     return tokenizers_by_name
 

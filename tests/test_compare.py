@@ -194,7 +194,7 @@ def test_tokeniser_files_that_cannot_be_read(tmp_path):
 
 def test_every_file_format_loads_to_the_same_ids(tmp_path):
     text = (Path(__file__).parent / "data" / "handbook-en-US.txt").read_text()
-    tokenizer = polytok.train([text], vocab_size=400, special_tokens=["<|endoftext|>"], progress=False)
+    tokenizer = polytok.train(polytok.texts([text]), vocab_size=400, special_tokens=["<|endoftext|>"], progress=False)
     tokenizer.save(tmp_path / "tok.json")
     tokenizer.save_tiktoken(tmp_path / "cl100k_like")
     tokenizer.save_huggingface(tmp_path / "tokenizer.json")
@@ -253,8 +253,8 @@ def test_compare_and_evaluate_on_real_polytok_tokenizers(tmp_path):
     data = Path(__file__).parent / "data"
     english, spanish = (data / "handbook-en-US.txt").read_text(), (data / "handbook-es-ES.txt").read_text()
     tokenizers = {
-        "bpe": polytok.train([english, spanish], vocab_size=800, progress=False),
-        "unigram": polytok.train([english, spanish], algorithm="unigram", vocab_size=800, progress=False),
+        "bpe": polytok.train(polytok.texts([english, spanish]), vocab_size=800, progress=False),
+        "unigram": polytok.train(polytok.texts([english, spanish]), algorithm="unigram", vocab_size=800, progress=False),
     }
     comparison = polytok.compare(tokenizers, {"en": english, "es": spanish})
     for row in comparison["rows"]:

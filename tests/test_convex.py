@@ -115,7 +115,7 @@ def test_certify_a_bpe_tokeniser_on_text():
     splitter = PreTokenizer("cl100k")
     words = collections.Counter(piece for text in texts for piece in splitter.split(text))
     bpe = NaiveBpe(dict(words), 40, pattern="cl100k")
-    certificate = polytok.certify(bpe, texts, solver="highs")
+    certificate = polytok.certify(bpe, polytok.texts(texts), solver="highs")
     own = sum(len(ids) for ids in bpe.encode_batch(texts))
     assert certificate.tokens == own
     assert certificate.bound <= certificate.shortest_path_tokens <= certificate.tokens
@@ -176,7 +176,7 @@ def test_pdlp_training_does_not_depend_on_the_thread_count():
     texts = excerpt(3000)
     runs = []
     for threads in (1, 2, 3):
-        tokenizer = polytok.train(texts, algorithm="convex", vocab_size=256 + 60, solver="pdlp",
+        tokenizer = polytok.train(polytok.texts(texts), algorithm="convex", vocab_size=256 + 60, solver="pdlp",
                                   num_threads=threads, initial_colours=80, rounds=1)
         certificate = dict(tokenizer.certificate)
         certificate.pop("seconds")
@@ -188,7 +188,7 @@ def test_pdlp_training_does_not_depend_on_the_thread_count():
 @pytest.fixture(scope="module")
 def convex_tokenizer():
     texts = excerpt(1500)
-    return polytok.train(texts, algorithm="convex", vocab_size=256 + 40 + 1, special_tokens=["<|end|>"],
+    return polytok.train(polytok.texts(texts), algorithm="convex", vocab_size=256 + 40 + 1, special_tokens=["<|end|>"],
                          solver="highs", progress=False)
 
 

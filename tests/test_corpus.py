@@ -13,8 +13,9 @@ import pyarrow.parquet
 import pytest
 import zstandard
 
+import polytok
 import polytok.corpus as corpus
-from polytok.corpus import default_corpus, iter_documents
+from polytok.corpus import default_corpus, iter_documents, texts
 from polytok.errors import ConfigError, CorpusError
 
 DATA = Path(__file__).parent / "data"
@@ -239,36 +240,75 @@ def test_globs_and_lists_of_paths(tmp_path):
         list(iter_documents(str(tmp_path / "z*.txt")))
 
 
-def test_strings_in_a_list_are_documents_and_paths_are_pathlike(tmp_path):
+def test_a_list_of_str_or_paths_names_files(tmp_path):
     (tmp_path / "a.txt").write_text("from a\n")
     (tmp_path / "b.jsonl").write_text('{"text": "from b"}\n')
     a, b = tmp_path / "a.txt", tmp_path / "b.jsonl"
     assert list(iter_documents([a, b])) == ["from a\n", "from b"]
-    assert list(iter_documents((tmp_path / "*.jsonl", a))) == ["from b", "from a\n"]
-    with pytest.raises(CorpusError, match=r"no such file or directory: 'missing\.txt'"):
-        list(iter_documents([a, Path("missing.txt")]))
-    # A str inside a list is text, even when it names a file or a directory ("/").
-    assert list(iter_documents([str(a), "/", "notes.txt"])) == [str(a), "/", "notes.txt"]
-    # A single str is a path or a glob.
+    assert list(iter_documents([str(a), str(b)])) == ["from a\n", "from b"]
+    assert list(iter_documents((str(tmp_path / "*.jsonl"), a))) == ["from b", "from a\n"]
     assert list(iter_documents(str(a))) == ["from a\n"]
+    with pytest.raises(CorpusError, match=r"no such file or directory: 'missing\.txt'"):
+        iter_documents([a, Path("missing.txt")])
 
 
-def test_iterables_of_documents_pass_through_and_may_mix_in_paths(tmp_path):
+def test_a_list_of_str_that_names_no_file_is_refused_before_reading(tmp_path):
+    (tmp_path / "a.txt").write_text("from a\n")
+    # Checked when iter_documents returns, before any document is read or a progress bar starts.
+    with pytest.raises(CorpusError, match=r"corpus item 1 \('hello world'\) names no file.*polytok\.texts"):
+        iter_documents([str(tmp_path / "a.txt"), "hello world"])
+    with pytest.raises(CorpusError, match=r"corpus item 0 \('x{40}\.\.\.'\) names no file"):
+        iter_documents(["x" * 100])
+    with pytest.raises(CorpusError, match=r"item 1 is bytes, but item 0 is a file name"):
+        iter_documents([str(tmp_path / "a.txt"), b"raw"])
+
+
+def test_texts_are_documents_even_when_they_name_files(tmp_path):
+    a = tmp_path / "a.txt"
+    a.write_text("from a\n")
+    assert list(iter_documents(texts([str(a), "/", "notes.txt"]))) == [str(a), "/", "notes.txt"]
+    assert list(iter_documents(texts(line for line in ["x", b"\xff"]))) == ["x", b"\xff"]
+    with pytest.raises(CorpusError, match=r"corpus item 0 is PosixPath; expected str or bytes"):
+        list(iter_documents(texts([a])))
+    with pytest.raises(CorpusError, match=r"not a single str.*texts\(\[document\]\)"):
+        texts("one document")
+
+
+def test_lists_of_bytes_and_other_iterables_are_documents(tmp_path):
     (tmp_path / "f.txt").write_text("from a file\n")
+    assert list(iter_documents([b"raw \xff bytes", bytearray(b"array")])) == [b"raw \xff bytes", b"array"]
     documents = ["text", b"raw \xff bytes", bytearray(b"array"), tmp_path / "f.txt", ""]
     assert list(iter_documents(iter(documents))) == ["text", b"raw \xff bytes", b"array", "from a file\n", ""]
     assert list(iter_documents(line for line in ["a", "b"])) == ["a", "b"]
 
 
+def test_training_on_a_list_of_file_names_reads_the_files(tmp_path):
+    # What users of HF tokenizers write (train(files=[...])): the files are read, not their names.
+    names = []
+    for index, text in enumerate(["the quick brown fox\n" * 50, "jumps over the lazy dog\n" * 50]):
+        path = tmp_path / f"part{index}.txt"
+        path.write_text(text)
+        names.append(str(path))
+    counts = polytok.count(names, pattern="gpt2", progress=False)
+    assert counts.to_dict()[b" fox"] == 50 and counts.to_dict()[b" lazy"] == 50
+    tokenizer = polytok.train(names, algorithm="bpe", vocab_size=300, pattern="gpt2", progress=False)
+    assert tokenizer.training == polytok.train(counts, algorithm="bpe", vocab_size=300, progress=False).training
+    assert len(tokenizer.encode(" quick brown")) < len(" quick brown")
+    with pytest.raises(CorpusError, match=r"names no file"):
+        polytok.train(["the quick brown fox", "jumps"], algorithm="bpe", vocab_size=300, progress=False)
+
+
 def test_bad_sources_and_items_are_named():
     with pytest.raises(CorpusError, match=r"corpus item 1 is int"):
-        list(iter_documents(["fine", 3]))
+        list(iter_documents(iter(["fine", 3])))
+    with pytest.raises(CorpusError, match=r"corpus item 1 is int"):
+        list(iter_documents(texts(["fine", 3])))
     with pytest.raises(CorpusError, match=r"got int"):
         list(iter_documents(42))
     with pytest.raises(CorpusError, match=r"bare bytes"):
         list(iter_documents(b"some text"))
     with pytest.raises(ConfigError, match=r"errors='ignore'"):
-        list(iter_documents(["x"], errors="ignore"))
+        list(iter_documents(texts(["x"]), errors="ignore"))
 
 
 def test_missing_file_is_named(tmp_path):

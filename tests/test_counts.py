@@ -55,7 +55,7 @@ def test_counts_of_excerpt_files_equal_regex_findall_on_whole_files(excerpts, pa
 def test_counts_of_lines_with_special_tokens_equal_the_reference(excerpts):
     lines = [line for text in excerpts.values() for line in text.splitlines(keepends=True)]
     documents = [line + SPECIALS[i % 3] if i % 5 else line for i, line in enumerate(lines)]
-    counts = polytok.count(documents, "cl100k", SPECIALS, progress=False)
+    counts = polytok.count(polytok.texts(documents), "cl100k", SPECIALS, progress=False)
     assert counts.to_dict() == reference_counts(documents, "cl100k", SPECIALS)
     assert not any(special.encode() in word for word, _ in counts for special in SPECIALS)
 
@@ -77,9 +77,9 @@ def test_counts_of_generated_documents_equal_the_reference(documents, pattern):
     expected = reference_counts(documents, pattern, SPECIALS)
     if not expected:
         with pytest.raises(CorpusError):
-            polytok.count(documents, pattern, SPECIALS, progress=False)
+            polytok.count(polytok.texts(documents), pattern, SPECIALS, progress=False)
         return
-    counts = polytok.count(documents, pattern, SPECIALS, num_threads=2, progress=False)
+    counts = polytok.count(polytok.texts(documents), pattern, SPECIALS, num_threads=2, progress=False)
     assert counts.to_dict() == expected
     assert counts.total == sum(expected.values())
 
@@ -109,7 +109,7 @@ def test_bytes_and_invalid_utf8_count_as_the_pre_tokeniser_splits_them(documents
         expected.pop(special.encode(), None)
     if not expected:
         return
-    assert polytok.count(documents, "cl100k", SPECIALS, progress=False).to_dict() == dict(expected)
+    assert polytok.count(polytok.texts(documents), "cl100k", SPECIALS, progress=False).to_dict() == dict(expected)
 
 
 @settings(max_examples=60, deadline=None)
@@ -117,8 +117,8 @@ def test_bytes_and_invalid_utf8_count_as_the_pre_tokeniser_splits_them(documents
 def test_shards_add_up_to_the_whole(documents, cuts):
     documents = [document + " word" for document in documents]  # every shard has something to count
     bounds = sorted({0, len(documents), *(min(cut, len(documents)) for cut in cuts)})
-    shards = [polytok.count(documents[a:b], "gpt2", progress=False) for a, b in zip(bounds, bounds[1:]) if a < b]
-    whole = polytok.count(documents, "gpt2", progress=False)
+    shards = [polytok.count(polytok.texts(documents[a:b]), "gpt2", progress=False) for a, b in zip(bounds, bounds[1:]) if a < b]
+    whole = polytok.count(polytok.texts(documents), "gpt2", progress=False)
     total = sum(shards)
     assert total.to_dict() == whole.to_dict()
     assert total.data == whole.data and np.array_equal(total.offsets, whole.offsets)
@@ -136,7 +136,7 @@ def test_counts_are_64_bit_through_add_save_and_load(tmp_path):
 
 def test_adding_counts_of_different_patterns_is_refused():
     with pytest.raises(ConfigError, match=r"different patterns"):
-        polytok.count(["a b"], "gpt2", progress=False) + polytok.count(["a b"], "cl100k", progress=False)
+        polytok.count(polytok.texts(["a b"]), "gpt2", progress=False) + polytok.count(polytok.texts(["a b"]), "cl100k", progress=False)
 
 
 def test_adding_malformed_counts_names_the_problem():
@@ -149,7 +149,7 @@ def test_adding_malformed_counts_names_the_problem():
 
 
 def test_save_and_load_round_trip(tmp_path, excerpts):
-    counts = polytok.count(list(excerpts.values()), "o200k", progress=False)
+    counts = polytok.count(polytok.texts(list(excerpts.values())), "o200k", progress=False)
     path = tmp_path / "counts.ptc"
     counts.save(path)
     loaded = WordCounts.load(path)
@@ -165,7 +165,7 @@ def test_save_and_load_round_trip(tmp_path, excerpts):
 def test_saved_files_are_byte_identical_whatever_the_thread_count(tmp_path, excerpts):
     documents = [line for text in excerpts.values() for line in text.splitlines(keepends=True)]
     for threads in (1, 2):
-        polytok.count(documents, "cl100k", SPECIALS, num_threads=threads, progress=False).save(tmp_path / f"{threads}.ptc")
+        polytok.count(polytok.texts(documents), "cl100k", SPECIALS, num_threads=threads, progress=False).save(tmp_path / f"{threads}.ptc")
     assert (tmp_path / "1.ptc").read_bytes() == (tmp_path / "2.ptc").read_bytes()
 
 
@@ -239,8 +239,8 @@ def test_empty_corpora_are_refused(tmp_path):
     (tmp_path / "empty.txt").write_bytes(b"")
     cases = [
         ([], r"holds no documents"),
-        (["", b""], r"holds only empty documents \(2\)"),
-        (["<|fim|><|endoftext|>"], r"holds nothing but special tokens"),
+        (polytok.texts(["", b""]), r"holds only empty documents \(2\)"),
+        (polytok.texts(["<|fim|><|endoftext|>"]), r"holds nothing but special tokens"),
         (tmp_path / "empty.txt", r"empty\.txt' holds no documents"),
     ]
     for source, message in cases:
@@ -252,11 +252,11 @@ def test_bad_options_are_refused(tmp_path):
     with pytest.raises(CorpusError, match=r"no such file or directory"):
         polytok.count(tmp_path / "missing.txt", progress=False)
     with pytest.raises(PatternError, match=r"invalid pre-tokenisation regex '\(unclosed'"):
-        polytok.count(["text"], pattern="(unclosed", progress=False)
+        polytok.count(polytok.texts(["text"]), pattern="(unclosed", progress=False)
     with pytest.raises(ConfigError, match=r"num_threads=0"):
-        polytok.count(["text"], num_threads=0, progress=False)
+        polytok.count(polytok.texts(["text"]), num_threads=0, progress=False)
     with pytest.raises(ConfigError, match=r"non-empty strings"):
-        polytok.count(["text"], special_tokens=[""], progress=False)
+        polytok.count(polytok.texts(["text"]), special_tokens=[""], progress=False)
 
 
 def test_files_of_every_format_count_the_same(tmp_path, excerpts):
@@ -274,13 +274,13 @@ def test_files_of_every_format_count_the_same(tmp_path, excerpts):
 def test_lone_surrogates_count_as_the_pre_tokeniser_encodes_them():
     document = "abc\ud800def x"
     expected = collections.Counter(PreTokenizer("cl100k").split(document))
-    assert polytok.count([document], progress=False).to_dict() == dict(expected)
+    assert polytok.count(polytok.texts([document]), progress=False).to_dict() == dict(expected)
 
 
 def test_progress_bar_shows_bytes_only_when_asked(capsys):
-    polytok.count(["some text " * 100], progress=False)
+    polytok.count(polytok.texts(["some text " * 100]), progress=False)
     assert capsys.readouterr().err == ""
-    polytok.count(["some text " * 100], progress=True)
+    polytok.count(polytok.texts(["some text " * 100]), progress=True)
     assert "counting" in capsys.readouterr().err
 
 

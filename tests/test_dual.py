@@ -235,7 +235,7 @@ def test_dual_ascent_does_not_depend_on_the_thread_count():
 def test_train_and_certify_with_the_dual_solver(tmp_path):
     documents = [open(f"tests/data/{name}", encoding="utf-8").read()[:3000]
                  for name in ("handbook-en-US.txt", "handbook-es-ES.txt", "python-textwrap.py.txt")]
-    tokenizer = polytok.train(documents, algorithm="convex", vocab_size=256 + 40, solver="dual", progress=False)
+    tokenizer = polytok.train(polytok.texts(documents), algorithm="convex", vocab_size=256 + 40, solver="dual", progress=False)
     certificate = Certificate.from_dict(tokenizer.certificate)
     assert certificate.solver == "dual"
     assert certificate.bound <= certificate.tokens
@@ -247,6 +247,6 @@ def test_train_and_certify_with_the_dual_solver(tmp_path):
     assert again.decode(again.encode(text)) == text
     # Certifying the trained tokeniser on its own corpus with the dual solver: same bound or
     # better (subgradient steps towards its own count).
-    checked = polytok.certify(tokenizer, documents, solver="dual")
+    checked = polytok.certify(tokenizer, polytok.texts(documents), solver="dual")
     assert checked.bound <= checked.shortest_path_tokens
     assert checked.shortest_path_tokens == certificate.tokens

@@ -87,7 +87,7 @@ def test_metrics_hand_computed_on_a_tiny_stream():
     tokenizer = GreedyTokenizer([b"ab", b"abc"])
     # "abc ab\nab" -> abc | ' ' | ab | '\n' | ab: ids 257, 32, 256, 10, 256.
     assert tokenizer.encode("abc ab\nab") == [257, 32, 256, 10, 256]
-    result = polytok.evaluate(tokenizer, ["abc ab\nab"])
+    result = polytok.evaluate(tokenizer, polytok.texts(["abc ab\nab"]))
     assert result["documents"] == 1
     assert (result["bytes"], result["characters"], result["words"], result["lines"]) == (9, 9, 3, 2)
     assert result["tokens"] == 5 and result["types"] == 4 and result["vocab_size"] == 258
@@ -118,7 +118,7 @@ def test_metrics_hand_computed_on_a_tiny_stream():
 
 def test_byte_tokens_that_split_a_character():
     # "é" is c3 a9; with bytes only, each token is one byte and neither is UTF-8 alone.
-    result = polytok.evaluate(GreedyTokenizer(), ["é"])
+    result = polytok.evaluate(GreedyTokenizer(), polytok.texts(["é"]))
     assert (result["bytes"], result["characters"], result["tokens"]) == (2, 1, 2)
     assert result["single_byte_token_share"] == 1.0
     assert result["invalid_utf8_token_share"] == 1.0
@@ -129,7 +129,7 @@ def test_byte_tokens_that_split_a_character():
 
 
 def test_one_type_has_no_efficiency_and_zero_entropy():
-    result = polytok.evaluate(GreedyTokenizer(), ["aaaa"])
+    result = polytok.evaluate(GreedyTokenizer(), polytok.texts(["aaaa"]))
     assert result["types"] == 1
     assert result["renyi_entropy_2"] == pytest.approx(0.0)
     assert result["renyi_efficiency_observed_2"] is None  # 0 / log2(1): undefined, not infinite
@@ -152,7 +152,7 @@ def test_agrees_with_tokenization_scorer():
     scorer = pytest.importorskip("tokenization_scorer")
     encoding = small_tiktoken()
     lines = [line for line in (DATA / "kjv.txt").read_text(encoding="utf-8").splitlines() if line.strip()][:300]
-    result = polytok.evaluate(encoding, lines)
+    result = polytok.evaluate(encoding, polytok.texts(lines))
     # tokenization-scorer reads whitespace-separated tokens, one line per sequence.
     stream = "\n".join(" ".join(f"t{i}" for i in encoding.encode_ordinary(line)) for line in lines)
     vocabulary = encoding.n_vocab
@@ -187,7 +187,7 @@ def test_batches_do_not_change_the_numbers():
 def test_tiktoken_and_its_own_counts_agree():
     encoding = small_tiktoken()
     text = (DATA / "handbook-en-US.txt").read_text(encoding="utf-8")
-    result = polytok.evaluate(encoding, [text])
+    result = polytok.evaluate(encoding, polytok.texts([text]))
     assert result["tokens"] == len(encoding.encode_ordinary(text))
     assert result["bytes"] == len(text.encode("utf-8"))
 
@@ -245,7 +245,7 @@ def _zipf_documents(alpha: float, types: int, words: int, seed: int) -> list[str
 
 @pytest.mark.parametrize("alpha", [0.9, 1.1, 1.4])
 def test_zipf_fit_recovers_the_exponent_of_a_zipf_sample(alpha):
-    stats = polytok.corpus_stats(_zipf_documents(alpha, types=100_000, words=200_000, seed=int(alpha * 10)))
+    stats = polytok.corpus_stats(polytok.texts(_zipf_documents(alpha, types=100_000, words=200_000, seed=int(alpha * 10))))
     assert stats["words"] == 200_000
     assert stats["zipf_alpha"] == pytest.approx(alpha, abs=0.02)
 
@@ -271,7 +271,7 @@ def _heaps_documents(k: float, beta: float, words: int) -> list[str]:
 
 @pytest.mark.parametrize(("k", "beta"), [(2.4, 0.73), (10.0, 0.5)])
 def test_heaps_fit_recovers_k_and_beta(k, beta):
-    stats = polytok.corpus_stats(_heaps_documents(k, beta, 100_000))
+    stats = polytok.corpus_stats(polytok.texts(_heaps_documents(k, beta, 100_000)))
     assert stats["heaps_beta"] == pytest.approx(beta, abs=0.005)
     assert stats["heaps_k"] == pytest.approx(k, rel=0.03)
     curves = stats["curves"]
@@ -283,7 +283,7 @@ def test_heaps_fit_recovers_k_and_beta(k, beta):
 def test_words_hapax_oov_and_bytes_hand_computed():
     # 20 words, lowercased: the first 18 give the vocabulary; of the last two, "niño" is new.
     text = "The the THE cat sat on the mat " * 2 + "a cat sat on niño The"
-    stats = polytok.corpus_stats([text])
+    stats = polytok.corpus_stats(polytok.texts([text]))
     assert stats["words"] == 22
     # 22 words: the held-out part is the last 22 - floor(0.9 * 22) = 3 words: "niño" (new) and "the".
     assert stats["oov_held_out_words"] == 3
@@ -296,16 +296,16 @@ def test_words_hapax_oov_and_bytes_hand_computed():
 
 def test_oov_of_the_last_tenth():
     words = [f"w{i % 9}" for i in range(18)] + ["w0", "new"]
-    stats = polytok.corpus_stats([" ".join(words)])
+    stats = polytok.corpus_stats(polytok.texts([" ".join(words)]))
     assert stats["oov_held_out_words"] == 2
     assert stats["oov_rate"] == 0.5
 
 
 def test_corpus_stats_of_an_empty_corpus_is_an_error():
     with pytest.raises(CorpusError, match="no words"):
-        polytok.corpus_stats(["", "   \n\t"])
+        polytok.corpus_stats(polytok.texts(["", "   \n\t"]))
     with pytest.raises(ConfigError, match="held_out"):
-        polytok.corpus_stats(["a b"], held_out=1.0)
+        polytok.corpus_stats(polytok.texts(["a b"]), held_out=1.0)
 
 
 # --------------------------------------------------------------------------- stability
@@ -330,14 +330,14 @@ KJV_LINES = (DATA / "kjv.txt").read_text(encoding="utf-8").splitlines(keepends=T
 
 
 def test_stability_is_one_when_every_sample_is_the_whole_corpus():
-    result = metrics.stability(KJV_LINES, vocab_size=300, samples=3, fraction=1.0, trainer=word_trainer())
+    result = metrics.stability(polytok.texts(KJV_LINES), vocab_size=300, samples=3, fraction=1.0, trainer=word_trainer())
     assert result["mean_jaccard"] == 1.0 == result["min_jaccard"] == result["mean_jaccard_learned"]
     assert result["sample_sizes"] == [sum(map(len, KJV_LINES))] * 3
 
 
 def test_stability_reports_the_jaccard_of_the_trained_vocabularies():
     calls: list = []
-    result = metrics.stability(KJV_LINES, algorithm="bpe", vocab_size=400, samples=3, fraction=0.3, seed=5,
+    result = metrics.stability(polytok.texts(KJV_LINES), algorithm="bpe", vocab_size=400, samples=3, fraction=0.3, seed=5,
                                trainer=word_trainer(calls), pattern="cl100k")
     assert [call[1:4] for call in calls] == [("bpe", 400, {"pattern": "cl100k"})] * 3
     vocabularies = [set(call[4].vocab) for call in calls]
@@ -353,26 +353,26 @@ def test_stability_reports_the_jaccard_of_the_trained_vocabularies():
     total = sum(map(len, KJV_LINES))
     assert all(0.2 < size / total < 0.4 for size in result["sample_sizes"])
     assert len({tuple(call[0]) for call in calls}) == 3
-    again = metrics.stability(KJV_LINES, algorithm="bpe", vocab_size=400, samples=3, fraction=0.3, seed=5,
+    again = metrics.stability(polytok.texts(KJV_LINES), algorithm="bpe", vocab_size=400, samples=3, fraction=0.3, seed=5,
                               trainer=word_trainer(), pattern="cl100k")
     assert again == result
-    other = metrics.stability(KJV_LINES, vocab_size=400, samples=3, fraction=0.3, seed=6, trainer=word_trainer())
+    other = metrics.stability(polytok.texts(KJV_LINES), vocab_size=400, samples=3, fraction=0.3, seed=6, trainer=word_trainer())
     assert other["sample_sizes"] != result["sample_sizes"]
 
 
 def test_stability_reads_a_one_shot_iterator_for_every_sample():
     calls: list = []
-    metrics.stability(iter(KJV_LINES[:200]), vocab_size=300, samples=2, fraction=1.0, trainer=word_trainer(calls))
+    metrics.stability(polytok.texts(iter(KJV_LINES[:200])), vocab_size=300, samples=2, fraction=1.0, trainer=word_trainer(calls))
     assert calls[0][0] == calls[1][0] == KJV_LINES[:200]
 
 
 def test_stability_bad_options():
     with pytest.raises(ConfigError, match="at least 2 samples"):
-        metrics.stability(KJV_LINES, vocab_size=300, samples=1, trainer=word_trainer())
+        metrics.stability(polytok.texts(KJV_LINES), vocab_size=300, samples=1, trainer=word_trainer())
     with pytest.raises(ConfigError, match="fraction"):
-        metrics.stability(KJV_LINES, vocab_size=300, fraction=0.0, trainer=word_trainer())
+        metrics.stability(polytok.texts(KJV_LINES), vocab_size=300, fraction=0.0, trainer=word_trainer())
     with pytest.raises(CorpusError, match="empty"):
-        metrics.stability(["one line"], vocab_size=300, fraction=0.01, trainer=word_trainer())
+        metrics.stability(polytok.texts(["one line"]), vocab_size=300, fraction=0.01, trainer=word_trainer())
 
 
 # --------------------------------------------------------------------------- bad input
@@ -380,14 +380,14 @@ def test_stability_bad_options():
 
 def test_an_empty_corpus_is_an_error():
     with pytest.raises(CorpusError, match="no text"):
-        polytok.evaluate(GreedyTokenizer(), [""])
+        polytok.evaluate(GreedyTokenizer(), polytok.texts([""]))
     with pytest.raises(CorpusError, match="no text"):
         polytok.evaluate(GreedyTokenizer(), [])
 
 
 def test_what_is_not_a_tokeniser_is_an_error():
     with pytest.raises(ConfigError, match="cannot measure a str"):
-        polytok.evaluate("tok.json", ["text"])
+        polytok.evaluate("tok.json", polytok.texts(["text"]))
 
 
 def test_ids_outside_the_vocabulary_are_an_error():
@@ -396,12 +396,12 @@ def test_ids_outside_the_vocabulary_are_an_error():
             return [[300] for _ in texts]
 
     with pytest.raises(EncodeError, match="token id 300 .* outside the vocabulary of 256 ids"):
-        polytok.evaluate(Broken(), ["text"])
+        polytok.evaluate(Broken(), polytok.texts(["text"]))
 
 
 def test_special_token_text_follows_the_tokenisers_rule():
     with pytest.raises(EncodeError, match="cannot encode the corpus"):
-        polytok.evaluate(small_tiktoken(), ["one <|endoftext|> two"])
+        polytok.evaluate(small_tiktoken(), polytok.texts(["one <|endoftext|> two"]))
 
 
 # --------------------------------------------------------------------------- command line
@@ -450,9 +450,9 @@ def test_cli_stability_passes_its_options_to_train(monkeypatch, capsys):
 
 def test_documents_that_are_not_text_are_an_error():
     with pytest.raises(CorpusError, match="corpus item 1 is int; expected str or bytes"):
-        polytok.evaluate(GreedyTokenizer(), ["fine", 7])
+        polytok.evaluate(GreedyTokenizer(), polytok.texts(["fine", 7]))
     with pytest.raises(CorpusError, match="corpus item 1 is list; expected str or bytes"):
-        polytok.evaluate(GreedyTokenizer(), ["fine", ["not", "text"]])
+        polytok.evaluate(GreedyTokenizer(), polytok.texts(["fine", ["not", "text"]]))
 
 
 @settings(max_examples=50, deadline=None)

@@ -273,7 +273,7 @@ def test_train_unigram_returns_a_tokenizer_that_round_trips():
 
 def test_training_shows_a_progress_bar_of_em_rounds(capsys):
     texts = [(Path(__file__).parent / "data" / "kjv.txt").read_text()]
-    polytok.train(texts, algorithm="unigram", vocab_size=400, progress=True)
+    polytok.train(polytok.texts(texts), algorithm="unigram", vocab_size=400, progress=True)
     assert "Unigram EM" in capsys.readouterr().err
-    polytok.train(texts, algorithm="unigram", vocab_size=400, progress=False)
+    polytok.train(polytok.texts(texts), algorithm="unigram", vocab_size=400, progress=False)
     assert "Unigram EM" not in capsys.readouterr().err

@@ -232,7 +232,7 @@ def test_train_wordpiece_returns_a_tokenizer_that_round_trips():
 
 def test_training_shows_a_progress_bar_of_learned_tokens(capsys):
     texts = [(Path(__file__).parent / "data" / "kjv.txt").read_text()]
-    polytok.train(texts, algorithm="wordpiece", vocab_size=1200, progress=True)
+    polytok.train(polytok.texts(texts), algorithm="wordpiece", vocab_size=1200, progress=True)
     assert "WordPiece tokens" in capsys.readouterr().err
-    polytok.train(texts, algorithm="wordpiece", vocab_size=1200, progress=False)
+    polytok.train(polytok.texts(texts), algorithm="wordpiece", vocab_size=1200, progress=False)
     assert "WordPiece tokens" not in capsys.readouterr().err

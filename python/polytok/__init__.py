@@ -2,6 +2,7 @@
 from polytok import corpus, errors
 from polytok.certify import Certificate, certify
 from polytok.compare import compare
+from polytok.corpus import texts
 from polytok.counts import WordCounts, count
 from polytok.errors import Error
 from polytok.formats import load
@@ -31,5 +32,6 @@ __all__ = [
     "load_huggingface",
     "load_sentencepiece",
     "load_tiktoken",
+    "texts",
     "train",
 ]

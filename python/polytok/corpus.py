@@ -1,10 +1,16 @@
 """Reading corpora as a stream of documents (str, or bytes with errors="bytes").
 
-A source is a path, a directory (read recursively, in sorted order), a glob, or an iterable whose
-items are documents (str or bytes) or paths (os.PathLike). A list or tuple of strings is a list of
-paths, as a command line passes them, when every string names an existing file or directory,
-matches a glob, or is a file name with a corpus suffix (below); otherwise its strings are
-documents. Files are read by suffix, each optionally compressed (.gz, .zst):
+A source names files or holds documents, and is never read the other way round:
+
+- a str or os.PathLike, or a list or tuple of them, names files: paths, directories (read
+  recursively, in sorted order) or globs. Every name must match something on disk; a name that
+  matches nothing is an error (never read as text), so ``train(["a.txt", "b.txt"])`` trains on the
+  files, and ``train(["some text"])`` fails and says how to pass texts.
+- ``texts(documents)`` wraps documents (str or bytes), read as they are, never as file names.
+- a list or tuple of bytes holds documents; so does any other iterable (a generator, an
+  iterator): its str and bytes items are documents, its os.PathLike items name files.
+
+Files are read by suffix, each optionally compressed (.gz, .zst):
 
 - ``.jsonl``: one JSON object per line; the document is the string in ``text_field``.
 - ``.parquet``: the document is the value in ``text_column``; read in record batches.
@@ -36,8 +42,34 @@ from typing import IO, Iterable, Iterator, Union
 
 from polytok.errors import ConfigError, CorpusError
 
-#: A corpus: a path, directory or glob, or an iterable of documents (str, bytes) and paths.
-Source = Union[str, os.PathLike, Iterable[Union[str, bytes, os.PathLike]]]
+
+
+class Texts:
+    """Documents (str or bytes) given directly: every item is text, never a file name."""
+
+    def __init__(self, documents: Iterable[str | bytes]):
+        if isinstance(documents, (str, bytes, bytearray, os.PathLike)):
+            raise CorpusError(
+                f"texts() takes an iterable of documents, not a single {type(documents).__name__}; "
+                "wrap it in a list: texts([document])"
+            )
+        self.documents = documents
+
+    def __iter__(self) -> Iterator[str | bytes]:
+        return iter(self.documents)
+
+    def __repr__(self) -> str:
+        return f"texts({self.documents!r})" if isinstance(self.documents, (list, tuple)) else "texts(...)"
+
+
+def texts(documents: Iterable[str | bytes]) -> Texts:
+    """Marks `documents` (str or bytes items) as texts, so that no item is read as a file name."""
+    return Texts(documents)
+
+
+#: A corpus: file names (a path, directory or glob, or a list or tuple of them), `texts(...)`, a
+#: list of bytes, or any other iterable of documents and paths (see the module docstring).
+Source = Union[str, os.PathLike, Texts, Iterable[Union[str, bytes, os.PathLike]]]
 
 #: Target size in bytes of one plain-text document (a group of whole lines).
 CHUNK_BYTES = 1 << 20
@@ -97,42 +129,76 @@ def iter_documents(
     text_column: str = "text",
     errors: str = "strict",
 ) -> Iterator[str | bytes]:
-    """Yield the documents of `source` one at a time: str, or bytes when errors="bytes".
+    """The documents of `source`, one at a time: str, or bytes when errors="bytes".
 
-    Invalid UTF-8 in a file raises CorpusError naming the file and byte offset, unless
-    errors="replace" (U+FFFD) or errors="bytes" (raw bytes, lossless). str and bytes documents
-    given directly are passed through unchanged.
+    The source is checked before this returns (options, file names that match nothing, a list that
+    mixes file names and documents), so a caller can start a progress bar after it. Invalid UTF-8
+    in a file raises CorpusError naming the file and byte offset, unless errors="replace" (U+FFFD)
+    or errors="bytes" (raw bytes, lossless). Documents given directly pass through unchanged.
     """
     if errors not in ERROR_MODES:
         raise ConfigError(f"errors={errors!r}; expected one of {', '.join(ERROR_MODES)}")
     options = {"text_field": text_field, "text_column": text_column, "errors": errors}
     if isinstance(source, (str, os.PathLike)):
-        for path in expand_paths(source):
-            yield from read_file(path, **options)
-        return
+        return _files_documents(expand_paths(source), options)
     if isinstance(source, (bytes, bytearray)):
-        raise CorpusError("a bare bytes object is not a corpus; pass a list of documents, e.g. [data]")
+        raise CorpusError("a bare bytes object is not a corpus; pass texts([data])")
+    if isinstance(source, Texts):
+        return _given_documents(source, options, texts_only=True)
+    if isinstance(source, (list, tuple)):
+        names = [isinstance(item, (str, os.PathLike)) for item in source]
+        if any(names):
+            return _files_documents(_named_files(source, names), options)
     try:
-        items = iter(source)
+        iter(source)
     except TypeError:
         raise CorpusError(
-            f"a corpus is a path, a glob or an iterable of documents; got {type(source).__name__}"
+            f"a corpus is a path, a glob, a list of them, or texts([...]); got {type(source).__name__}"
         ) from None
-    # Inside an iterable, a str is always a document and a path must be a PathLike: guessing
-    # from the text would read "/" or "notes.txt" from disk when they were meant as text.
+    return _given_documents(source, options, texts_only=False)
+
+
+def _named_files(names: list | tuple, is_name: list[bool]) -> list[Path]:
+    """The files a list or tuple of file names matches; CorpusError for an item that is no name
+    or a name that matches nothing (the list was probably meant as texts)."""
+    files: list[Path] = []
+    for index, (item, named) in enumerate(zip(names, is_name)):
+        if not named:
+            raise CorpusError(
+                f"corpus item {index} is {type(item).__name__}, but item {is_name.index(True)} is a file "
+                "name: a list is either file names or documents; pass documents as texts([...])"
+            )
+        try:
+            files.extend(expand_paths(item))
+        except CorpusError:
+            if isinstance(item, os.PathLike) or os.path.lexists(item):
+                raise
+            shown = item if len(item) <= 40 else item[:40] + "..."
+            raise CorpusError(
+                f"corpus item {index} ({shown!r}) names no file or directory; a list of str is a list "
+                "of file names: to use the strings as texts, pass polytok.texts([...])"
+            ) from None
+    return files
+
+
+def _files_documents(files: list[Path], options: dict[str, str]) -> Iterator[str | bytes]:
+    for path in files:
+        yield from read_file(path, **options)
+
+
+def _given_documents(items: Iterable, options: dict[str, str], texts_only: bool) -> Iterator[str | bytes]:
+    """Documents given directly; os.PathLike items name files unless the source is texts(...)."""
     for index, item in enumerate(items):
-        if isinstance(item, os.PathLike):
-            for path in expand_paths(item):
-                yield from read_file(path, **options)
-        elif isinstance(item, (str, bytes)):
+        if isinstance(item, (str, bytes)):
             yield item
         elif isinstance(item, bytearray):
             yield bytes(item)
+        elif isinstance(item, os.PathLike) and not texts_only:
+            for path in expand_paths(item):
+                yield from read_file(path, **options)
         else:
-            raise CorpusError(
-                f"corpus item {index} is {type(item).__name__}; expected str or bytes (a document) "
-                "or a pathlib.Path"
-            )
+            expected = "str or bytes" if texts_only else "str or bytes (a document) or a pathlib.Path"
+            raise CorpusError(f"corpus item {index} is {type(item).__name__}; expected {expected}")
 
 
 def expand_paths(spec: str | os.PathLike[str]) -> list[Path]:
@@ -146,7 +212,8 @@ def expand_paths(spec: str | os.PathLike[str]) -> list[Path]:
             raise CorpusError(f"no files match {text!r}")
         return files
     path = Path(text)
-    if path.is_dir():
+    # os.path's tests, unlike Path's, read a name the system refuses (too long, a NUL) as missing.
+    if os.path.isdir(path):
         files = _text_files_under(path)
         if not files:
             suffixes = " ".join(TEXT_SUFFIXES)
@@ -155,7 +222,7 @@ def expand_paths(spec: str | os.PathLike[str]) -> list[Path]:
                 "name other files directly or with a glob"
             )
         return files
-    if not path.exists():
+    if not os.path.exists(path):
         raise CorpusError(f"no such file or directory: {text!r}")
     return [path]
 

@@ -195,8 +195,10 @@ def count(
     documents = non_empty = 0
     batch: list[str | bytes] = []
     batch_size = 0
+    # The source is checked before the bar starts, so a bad one fails without printing a bar.
+    source = iter_documents(corpus, text_field=text_field, text_column=text_column, errors=errors)
     with tqdm(desc="counting", unit="B", unit_scale=True, disable=not progress) as bar:
-        for document in iter_documents(corpus, text_field=text_field, text_column=text_column, errors=errors):
+        for document in source:
             documents += 1
             if not document:
                 continue

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 import numpy as np
 
 from polytok import _core
-from polytok.corpus import iter_documents
+from polytok.corpus import Texts, iter_documents, texts
 from polytok.errors import ConfigError, CorpusError, EncodeError
 
 RENYI_ORDERS: tuple[float, ...] = (1.0, 2.0, 2.5, 3.0)
@@ -508,8 +508,11 @@ def stability(
 
         trainer = polytok.train
     reader_options = dict(reader_options or {})
-    if not isinstance(corpus, (str, bytes, os.PathLike)) and iter(corpus) is corpus:
-        corpus = list(corpus)  # a one-shot iterator: keep it, each sample reads it again
+    documents = corpus.documents if isinstance(corpus, Texts) else corpus
+    if not isinstance(documents, (str, bytes, os.PathLike)) and iter(documents) is documents:
+        # A one-shot iterator: keep its documents, each sample reads them again.
+        corpus = texts(list(iter_documents(corpus, **reader_options)))
+        reader_options = {}
 
     vocabularies: list[tuple[set[bytes], set[bytes]]] = []
     sample_sizes: list[int] = []
@@ -518,7 +521,7 @@ def stability(
         if not subset:
             raise CorpusError(f"sample {number + 1} of corpus {_describe(corpus)} is empty; raise the fraction ({fraction})")
         sample_sizes.append(sum(len(piece) for piece in subset))
-        tokenizer = trainer(subset, algorithm=algorithm, vocab_size=vocab_size, **train_options)
+        tokenizer = trainer(texts(subset), algorithm=algorithm, vocab_size=vocab_size, **train_options)
         vocabularies.append(_vocabularies(tokenizer))
 
     full = np.eye(samples)

@@ -131,7 +131,7 @@ def subword_pairs(text_excerpts, tmp_path_factory):
     texts = list(text_excerpts.values())
     out = {}
     for name, options in SUBWORD_OPTIONS.items():
-        ours = polytok.train(texts, special_tokens=list(SPECIAL_TOKENS), progress=False, **options)
+        ours = polytok.train(polytok.texts(texts), special_tokens=list(SPECIAL_TOKENS), progress=False, **options)
         path = tmp_path_factory.mktemp(name) / "tokenizer.json"
         ours.save_huggingface(path)
         out[name] = (ours, tokenizers.Tokenizer.from_file(str(path)), polytok.load(path))
