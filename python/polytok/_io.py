@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import stat
 import tempfile
 from pathlib import Path
 from typing import IO, Iterator
@@ -20,6 +21,8 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
     handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
     try:
         with os.fdopen(handle, mode, encoding=None if "b" in mode else encoding) as stream:
+            # mkstemp creates the file -rw-------; give it the mode a plain open() would leave.
+            os.chmod(stream.fileno(), _mode_of_open(target))
             yield stream
             stream.flush()
             os.fsync(stream.fileno())
@@ -28,6 +31,30 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
         with contextlib.suppress(FileNotFoundError):
             os.unlink(temporary)
         raise
+
+
+def _mode_of_open(target: Path) -> int:
+    """The permission bits `open(target, "w")` would leave: an existing file keeps its own, a new
+    one gets 0o666 less the process's umask."""
+    try:
+        return stat.S_IMODE(target.stat().st_mode)
+    except FileNotFoundError:
+        return 0o666 & ~_umask()
+
+
+def _umask() -> int:
+    """The process's umask, read without changing it where Linux reports it (os.umask can only be
+    read by setting it, which races with other threads creating files)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return umask
 
 
 def write_atomically(path: str | os.PathLike, data: bytes) -> None:
