@@ -5,20 +5,20 @@ PY     := $(VENV)/bin/python
 export VIRTUAL_ENV := $(abspath $(VENV))
 # Python files are installed editable; only the Rust core and the metadata need a rebuild.
 SOURCES := Cargo.toml pyproject.toml $(shell find src -name '*.rs' 2>/dev/null)
-# One list of dependencies: pyproject.toml's optional extras.
-EXTRA = $(shell $(PY) -c "import tomllib; print(' '.join(repr(requirement) for requirement in tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['$(1)']))")
+# One list of dependencies, pyproject.toml's: its core dependencies, or those of an extra.
+REQUIREMENTS = $$($(PY) tools/requirements.py $(1))
 
-.PHONY: demo test dev bench clean
+.PHONY: demo test dev bench wheel-check clean
 
 $(VENV)/.deps: pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip maturin
-	$(PY) -m pip install -q numpy scipy highspy tqdm
+	$(PY) -m pip install -q $(call REQUIREMENTS)
 	touch $@
 
 # The HTML report test renders in headless Chromium (Debian's package); installed when we can.
 $(VENV)/.test-deps: $(VENV)/.deps
-	$(PY) -m pip install -q $(call EXTRA,test)
+	$(PY) -m pip install -q $(call REQUIREMENTS,test)
 	command -v chromium >/dev/null || { [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null && \
 	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; } || \
 	  echo "note: chromium not installed; the report rendering test will be skipped"
@@ -40,9 +40,14 @@ test: $(VENV)/.built $(VENV)/.test-deps
 	$(PY) -m pytest tests
 
 bench: $(VENV)/.built $(VENV)/.test-deps
-	$(PY) -m pip install -q $(call EXTRA,bench)
+	$(PY) -m pip install -q $(call REQUIREMENTS,bench)
 	$(PY) benchmarks/bench_train.py
 	$(PY) benchmarks/bench_encode.py
+
+# The built wheel in a bare venv with only its core dependencies: what `pip install polytok` gives.
+wheel-check: $(VENV)/.deps
+	$(VENV)/bin/maturin build --release -q -o dist
+	bash tools/check_wheel.sh dist
 
 clean:
 	rm -rf $(VENV) target

@@ -109,7 +109,7 @@ def _figure(width: float = 6.4, height: float = 3.6):
     try:
         import matplotlib
     except ImportError:
-        raise ConfigError("plots need matplotlib: pip install 'polytok[plots]'") from None
+        raise ConfigError("plots need matplotlib, a dependency of polytok: pip install matplotlib") from None
 
     matplotlib.use("Agg")
     from matplotlib.figure import Figure
