@@ -11,7 +11,7 @@ import pytest
 
 from polytok.cli import COMMANDS, build_parser, main
 
-DATA = Path(__file__).parent / "data"
+DATA = Path(__file__).parents[1] / "data"
 
 
 def run_cli(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess:
