@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from polytok.errors import ConfigError, CorpusError
-from polytok.stability import stability
+from polytok.stability import jaccard, stability
 from test_metrics import GreedyTokenizer
 
 DATA = Path(__file__).parent / "data"
@@ -77,3 +77,14 @@ def test_stability_bad_options():
     with pytest.raises(CorpusError, match="empty"):
         stability(["one line"], vocab_size=300, fraction=0.01, trainer=word_trainer())
 
+
+def test_jaccard_hand_computed():
+    assert jaccard({b"a", b"b", b"c"}, {b"b", b"c", b"d"}) == 0.5
+    assert jaccard(set(), set()) == 1.0
+    assert jaccard({b"a"}, set()) == 0.0
+
+
+def test_the_default_trainer_is_polytok_train():
+    result = stability(KJV_LINES[:300], vocab_size=300, samples=2, fraction=1.0, progress=False)
+    assert result["mean_jaccard"] == 1.0
+    assert len(result["jaccard"]) == 2

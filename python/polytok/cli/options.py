@@ -6,6 +6,7 @@ import argparse
 from typing import Any, Callable, NamedTuple
 
 import polytok
+from polytok.corpus import ERROR_MODES
 
 
 class Command(NamedTuple):
@@ -24,9 +25,10 @@ def add_corpus_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--text-column", default="text", help="column holding the text in .parquet files")
     parser.add_argument(
         "--errors",
-        choices=["strict", "replace"],
+        choices=ERROR_MODES,
         default="strict",
-        help="invalid UTF-8 in a text file: stop with an error naming the byte offset, or replace it",
+        help="invalid UTF-8 in a text file: stop with an error naming the byte offset, replace it "
+        "with U+FFFD, or read the documents as raw bytes",
     )
 
 
