@@ -2,7 +2,6 @@
 sentence's cuts (terminal and HTML), reading tokeniser files, and bad input."""
 from __future__ import annotations
 
-import argparse
 import html.parser
 import json
 import re
@@ -12,14 +11,12 @@ import pytest
 
 import polytok
 from polytok.compare import (
-    add_compare_arguments,
     compare,
     gini,
     load_tokenizer,
     read_texts,
     render_html,
     render_terminal,
-    run_compare,
 )
 from polytok.errors import ConfigError, CorpusError, FormatError
 from test_metrics import COMMON_WORDS, GreedyTokenizer, small_tiktoken  # noqa: F401
@@ -219,34 +216,6 @@ def test_text_files_that_cannot_be_read(tmp_path):
     (tmp_path / "a" / "x.txt").write_text("one")
     (tmp_path / "x.txt").write_text("two")
     assert read_texts([tmp_path / "a" / "x.txt", tmp_path / "x.txt"]) == {"x": "one", str(tmp_path / "x.txt"): "two"}
-
-
-# --------------------------------------------------------------------------- command line
-
-
-def test_cli_compare(tmp_path, monkeypatch, capsys):
-    words = GreedyTokenizer([w.encode() for w in COMMON_WORDS])
-    monkeypatch.setattr(polytok, "load", lambda path, **o: words if path.stem == "words" else GreedyTokenizer(), raising=False)
-    for name in ("words", "bytes"):
-        (tmp_path / f"{name}.json").write_text('{"format": "polytok"}')
-    parser = argparse.ArgumentParser()
-    add_compare_arguments(parser)
-    arguments = [str(tmp_path / "words.json"), str(tmp_path / "bytes.json"), "--text", str(DATA / "handbook-en-US.txt"),
-                 str(DATA / "handbook-es-ES.txt"), "--reference", "handbook-es-ES", "--sample", "El niño",
-                 "--html", str(tmp_path / "cuts.html")]
-    run_compare(parser.parse_args([*arguments, "--json"]))
-    printed = json.loads(capsys.readouterr().out)
-    assert printed["reference"] == "handbook-es-ES" and printed["tokenizers"] == ["words", "bytes"]
-    bytes_rows = [row for row in printed["rows"] if row["tokenizer"] == "bytes"]
-    assert [row["tokens"] for row in bytes_rows] == [len(EN.encode()), len(ES.encode())]
-    assert "<span" in (tmp_path / "cuts.html").read_text(encoding="utf-8")
-    run_compare(parser.parse_args([*arguments, "--color", "never"]))
-    out = capsys.readouterr().out
-    assert "Gini" in out
-    assert re.search(r"^bytes +8 tokens  E\|l\| \|n\|i\|\\xc3\|\\xb1\|o$", out, re.M)
-    run_compare(parser.parse_args([*arguments, "--csv"]))
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[0].startswith("tokenizer,text,bytes,characters,words,lines,tokens") and len(lines) == 5
 
 
 def test_compare_and_evaluate_on_real_polytok_tokenizers(tmp_path):

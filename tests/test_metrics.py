@@ -1,14 +1,11 @@
 """polytok.metrics: intrinsic metrics hand-computed on tiny token streams, agreement with
 tokenization-scorer, the Rust text counts against Python's own, Zipf and Heaps fits that recover
-known parameters, the OOV rate, stability, and bad input."""
+known parameters, the OOV rate, and bad input."""
 from __future__ import annotations
 
-import argparse
 import collections
 import json
 import math
-import os
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -308,73 +305,6 @@ def test_corpus_stats_of_an_empty_corpus_is_an_error():
         polytok.corpus_stats(polytok.texts(["a b"]), held_out=1.0)
 
 
-# --------------------------------------------------------------------------- stability
-
-
-def word_trainer(calls: list | None = None):
-    """A stand-in for polytok.train: the vocabulary is the 256 bytes plus the most frequent words
-    (ties by the word), up to vocab_size."""
-
-    def train(corpus, *, algorithm, vocab_size, **options):
-        counts = collections.Counter(word.encode("utf-8") for document in corpus for word in document.split())
-        ranked = sorted(counts, key=lambda word: (-counts[word], word))
-        tokenizer = GreedyTokenizer([word for word in ranked if len(word) > 1][: vocab_size - 256])
-        if calls is not None:
-            calls.append((list(corpus), algorithm, vocab_size, options, tokenizer))
-        return tokenizer
-
-    return train
-
-
-KJV_LINES = (DATA / "kjv.txt").read_text(encoding="utf-8").splitlines(keepends=True)
-
-
-def test_stability_is_one_when_every_sample_is_the_whole_corpus():
-    result = metrics.stability(polytok.texts(KJV_LINES), vocab_size=300, samples=3, fraction=1.0, trainer=word_trainer())
-    assert result["mean_jaccard"] == 1.0 == result["min_jaccard"] == result["mean_jaccard_learned"]
-    assert result["sample_sizes"] == [sum(map(len, KJV_LINES))] * 3
-
-
-def test_stability_reports_the_jaccard_of_the_trained_vocabularies():
-    calls: list = []
-    result = metrics.stability(polytok.texts(KJV_LINES), algorithm="bpe", vocab_size=400, samples=3, fraction=0.3, seed=5,
-                               trainer=word_trainer(calls), pattern="cl100k")
-    assert [call[1:4] for call in calls] == [("bpe", 400, {"pattern": "cl100k"})] * 3
-    vocabularies = [set(call[4].vocab) for call in calls]
-    learned = [set(token for token in vocabulary if len(token) > 1) for vocabulary in vocabularies]
-    for i in range(3):
-        for j in range(3):
-            expected = len(vocabularies[i] & vocabularies[j]) / len(vocabularies[i] | vocabularies[j])
-            assert result["jaccard"][i][j] == pytest.approx(expected)
-            expected = len(learned[i] & learned[j]) / len(learned[i] | learned[j])
-            assert result["jaccard_learned"][i][j] == pytest.approx(expected)
-    assert 0 < result["mean_jaccard_learned"] < result["mean_jaccard"] < 1
-    # Each line was kept with probability 0.3: the samples are about 30% of the corpus, and differ.
-    total = sum(map(len, KJV_LINES))
-    assert all(0.2 < size / total < 0.4 for size in result["sample_sizes"])
-    assert len({tuple(call[0]) for call in calls}) == 3
-    again = metrics.stability(polytok.texts(KJV_LINES), algorithm="bpe", vocab_size=400, samples=3, fraction=0.3, seed=5,
-                              trainer=word_trainer(), pattern="cl100k")
-    assert again == result
-    other = metrics.stability(polytok.texts(KJV_LINES), vocab_size=400, samples=3, fraction=0.3, seed=6, trainer=word_trainer())
-    assert other["sample_sizes"] != result["sample_sizes"]
-
-
-def test_stability_reads_a_one_shot_iterator_for_every_sample():
-    calls: list = []
-    metrics.stability(polytok.texts(iter(KJV_LINES[:200])), vocab_size=300, samples=2, fraction=1.0, trainer=word_trainer(calls))
-    assert calls[0][0] == calls[1][0] == KJV_LINES[:200]
-
-
-def test_stability_bad_options():
-    with pytest.raises(ConfigError, match="at least 2 samples"):
-        metrics.stability(polytok.texts(KJV_LINES), vocab_size=300, samples=1, trainer=word_trainer())
-    with pytest.raises(ConfigError, match="fraction"):
-        metrics.stability(polytok.texts(KJV_LINES), vocab_size=300, fraction=0.0, trainer=word_trainer())
-    with pytest.raises(CorpusError, match="empty"):
-        metrics.stability(polytok.texts(["one line"]), vocab_size=300, fraction=0.01, trainer=word_trainer())
-
-
 # --------------------------------------------------------------------------- bad input
 
 
@@ -402,50 +332,6 @@ def test_ids_outside_the_vocabulary_are_an_error():
 def test_special_token_text_follows_the_tokenisers_rule():
     with pytest.raises(EncodeError, match="cannot encode the corpus"):
         polytok.evaluate(small_tiktoken(), polytok.texts(["one <|endoftext|> two"]))
-
-
-# --------------------------------------------------------------------------- command line
-
-
-def _parse(add_arguments, argv):
-    parser = argparse.ArgumentParser()
-    parser.add_argument("-q", "--quiet", action="store_true")
-    add_arguments(parser)
-    return parser.parse_args(["-q", *argv])
-
-
-def test_cli_eval_prints_json_table_and_csv(tmp_path, monkeypatch, capsys):
-    (tmp_path / "tok.json").write_text('{"format": "polytok"}')
-    corpus = tmp_path / "corpus.txt"
-    corpus.write_text("abc ab\nab", encoding="utf-8")
-    monkeypatch.setattr(polytok, "load", lambda path, **options: GreedyTokenizer([b"ab", b"abc"]), raising=False)
-    metrics.run_eval(_parse(metrics.add_eval_arguments, ["-t", str(tmp_path / "tok.json"), str(corpus), "--json"]))
-    printed = json.loads(capsys.readouterr().out)
-    assert printed["tok"]["tokens"] == 5 and printed["tok"]["tokens_per_word"] == pytest.approx(5 / 3)
-    metrics.run_eval(_parse(metrics.add_eval_arguments, ["-t", str(tmp_path / "tok.json"), str(corpus), "--csv"]))
-    lines = capsys.readouterr().out.splitlines()
-    assert lines[0] == "tokenizer,metric,value" and "tok,tokens,5" in lines
-    metrics.run_eval(_parse(metrics.add_eval_arguments, ["-t", str(tmp_path / "tok.json"), str(corpus)]))
-    table = capsys.readouterr().out
-    assert "bytes_per_token" in table and "1.8" in table
-
-
-def test_cli_stats_and_plots(tmp_path, capsys):
-    metrics.run_stats(_parse(metrics.add_stats_arguments, [str(DATA / "kjv.txt"), "--json", "--plots", str(tmp_path)]))
-    printed = json.loads(capsys.readouterr().out)
-    assert printed["words"] == len((DATA / "kjv.txt").read_text(encoding="utf-8").split())
-    for name in ("rank-frequency.png", "growth.png"):
-        assert (tmp_path / name).read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
-
-
-def test_cli_stability_passes_its_options_to_train(monkeypatch, capsys):
-    calls: list = []
-    monkeypatch.setattr(polytok, "train", word_trainer(calls), raising=False)
-    metrics.run_stability(_parse(metrics.add_stability_arguments, [
-        str(DATA / "kjv.txt"), "-a", "bpe", "-v", "300", "-k", "2", "-f", "0.5", "--pattern", "none", "--json"]))
-    printed = json.loads(capsys.readouterr().out)
-    assert printed["samples"] == 2 and len(printed["jaccard"]) == 2
-    assert calls[0][3] == {"pattern": None, "special_tokens": [], "progress": False}
 
 
 def test_documents_that_are_not_text_are_an_error():

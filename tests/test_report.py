@@ -2,7 +2,6 @@
 atomic and deterministic output, and a render in headless Chromium in which every plot loads."""
 from __future__ import annotations
 
-import argparse
 import base64
 import csv
 import io
@@ -14,9 +13,8 @@ from pathlib import Path
 
 import pytest
 
-import polytok
 from polytok.errors import ConfigError
-from polytok.report import add_report_arguments, build_report, report_rows, run_report, write_report
+from polytok.report import build_report, report_rows, write_report
 from test_metrics import COMMON_WORDS, GreedyTokenizer, small_tiktoken  # noqa: F401
 
 DATA = Path(__file__).parent / "data"
@@ -92,27 +90,6 @@ def test_a_failed_write_leaves_no_file(report, tmp_path, monkeypatch):
     with pytest.raises(TypeError):
         write_report(broken, tmp_path / "report.html")
     assert list(tmp_path.iterdir()) == []
-
-
-def test_cli_report(tmp_path, monkeypatch):
-    words = GreedyTokenizer([w.encode() for w in COMMON_WORDS])
-    monkeypatch.setattr(polytok, "load", lambda path, **options: words if path.stem == "words" else GreedyTokenizer(),
-                        raising=False)
-    for name in ("words", "bytes"):
-        (tmp_path / f"{name}.json").write_text('{"format": "polytok"}')
-    parser = argparse.ArgumentParser()
-    add_report_arguments(parser)
-    run_report(parser.parse_args([
-        str(tmp_path / "words.json"), str(tmp_path / "bytes.json"),
-        "--text", str(DATA / "handbook-en-US.txt"), str(DATA / "handbook-es-ES.txt"),
-        "--corpus", str(DATA / "kjv.txt"), "-o", str(tmp_path / "out.html"),
-    ]))
-    numbers = json.loads((tmp_path / "out.json").read_text(encoding="utf-8"))
-    kjv = (DATA / "kjv.txt").read_text(encoding="utf-8")
-    assert numbers["evaluation"]["bytes"]["tokens"] == len(kjv.encode("utf-8"))
-    assert numbers["corpus_stats"]["words"] == len(kjv.split())
-    assert numbers["comparison"]["reference"] == "handbook-en-US"
-    assert len(_images((tmp_path / "out.html").read_text(encoding="utf-8"))) == 4
 
 
 # A probe appended to a copy of the page: once everything has loaded it writes, into the DOM,

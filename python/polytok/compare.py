@@ -8,36 +8,19 @@ models, through polytok's readers.
 """
 from __future__ import annotations
 
-import argparse
 import html
 import json
 import os
 import re
-import sys
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 import polytok
 from polytok.errors import ConfigError, CorpusError, FormatError
-from polytok.metrics import (
-    TokenizerView,
-    add_output_options,
-    add_tokenizer_format_options,
-    evaluate_documents,
-    format_table,
-    format_value,
-    to_csv,
-    tokenizer_name,
-)
+from polytok.metrics import TokenizerView, evaluate_documents, tokenizer_name
+from polytok.tables import format_table, format_value
 
 COSTS = ("tokens", "tokens_per_byte", "tokens_per_line")
-
-EXAMPLES = {
-    "compare": """examples:
-  polytok compare bpe.json convex.json --text handbook-en-US.txt --text handbook-es-ES.txt
-  polytok compare cl100k.tiktoken o200k.tiktoken --pattern cl100k --text es.txt en.txt --reference en
-  polytok compare tok.json tokenizer.json --text a.txt --sample 'El niño juega en el jardín.' --json""",
-}
 
 # Background colours of alternate tokens: a light palette, read with black text on any terminal.
 ANSI_BACKGROUNDS = (153, 223, 194, 217, 189, 230)
@@ -317,47 +300,3 @@ def format_comparison(comparison: Mapping[str, Any]) -> str:
         f"{table}\n\ncost = {comparison['cost']}; tax = cost / cost of {comparison['reference']!r}\n"
         f"Gini coefficient of the cost across texts (0 = parity):\n{gini_table}"
     )
-
-
-# --------------------------------------------------------------------------- command line
-
-
-def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
-    """`polytok compare TOK... --text FILE... [--reference NAME] [--sample TEXT]`."""
-    parser.add_argument("tokenizers", nargs="+", metavar="TOK",
-                        help="tokeniser files: polytok JSON, .tiktoken, HF tokenizer.json, SentencePiece .model")
-    parser.add_argument("--text", nargs="+", action="extend", required=True, metavar="FILE",
-                        help="UTF-8 text files, e.g. the same document in several languages")
-    parser.add_argument("--reference", help="text (file stem) the tax is relative to (default: the first)")
-    parser.add_argument("--cost", choices=COSTS, default="tokens",
-                        help="cost of a text: tokens (parallel texts), tokens_per_byte, tokens_per_line")
-    parser.add_argument("--sample", help="sentence to show cut by each tokeniser (default: first line of the reference)")
-    parser.add_argument("--html", metavar="FILE", help="also write the sample's cuts as an HTML page")
-    parser.add_argument("--color", choices=["auto", "always", "never"], default="auto", help="colour the cuts")
-    parser.add_argument("--threads", type=int, default=None, help="encoder threads (default: all cores)")
-    add_tokenizer_format_options(parser)
-    add_output_options(parser)
-
-
-def run_compare(args: argparse.Namespace) -> None:
-    """Print the comparison table, the Gini coefficients and the sample's cuts."""
-    from polytok._io import atomic_write
-
-    tokenizers = load_tokenizers(args.tokenizers, pattern=args.pattern, special_tokens=args.special)
-    comparison = compare(tokenizers, read_texts(args.text), reference=args.reference, cost=args.cost,
-                         sample=args.sample, num_threads=args.threads)
-    if args.html:
-        with atomic_write(args.html) as stream:
-            stream.write(
-                "<!DOCTYPE html>\n<html><head><meta charset=\"utf-8\"><title>polytok compare</title></head>"
-                f"<body>\n{render_html(comparison)}\n</body></html>\n"
-            )
-    if args.json:
-        print(json.dumps(comparison, indent=2, ensure_ascii=False))
-    elif args.csv:
-        sys.stdout.write(to_csv(comparison["rows"], list(comparison["rows"][0])))
-    else:
-        colour = args.color == "always" or (args.color == "auto" and sys.stdout.isatty())
-        print(format_comparison(comparison))
-        print()
-        print(render_terminal(comparison, colour=colour))

@@ -1,6 +1,5 @@
-"""Measure text and tokenisers: intrinsic metrics of a tokeniser on a corpus (`evaluate`), the
-word statistics of a corpus (`corpus_stats`: Zipf, Heaps, OOV) and how much a trained vocabulary
-depends on its training sample (`stability`).
+"""Measure text and tokenisers: intrinsic metrics of a tokeniser on a corpus (`evaluate`) and the
+word statistics of a corpus (`corpus_stats`: Zipf, Heaps, OOV).
 
 Every number is defined exactly in docs/metrics.md. `evaluate` streams: documents go through the
 tokeniser's own `encode_batch` in batches, and only a histogram of token ids (one int64 per
@@ -8,21 +7,15 @@ vocabulary entry) is kept, so memory does not grow with the corpus.
 """
 from __future__ import annotations
 
-import argparse
-import csv
-import io
 import itertools
-import json
 import math
 import os
-from pathlib import Path
-import sys
-from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator
 
 import numpy as np
 
 from polytok import _core
-from polytok.corpus import Texts, iter_documents, texts
+from polytok.corpus import iter_documents
 from polytok.errors import ConfigError, CorpusError, EncodeError
 
 RENYI_ORDERS: tuple[float, ...] = (1.0, 2.0, 2.5, 3.0)
@@ -30,20 +23,6 @@ RENYI_ORDERS: tuple[float, ...] = (1.0, 2.0, 2.5, 3.0)
 # Documents are encoded in batches of about this many characters: large enough for the encoder's
 # threads to stay busy, small enough that one batch's token lists stay a few tens of MB.
 BATCH_CHARACTERS = 1 << 22
-
-EXAMPLES = {
-    "eval": """examples:
-  polytok eval -t tok.json corpus.txt
-  polytok eval -t bpe.json -t convex.json held-out/ --json
-  polytok eval -t cl100k.tiktoken --pattern cl100k notes.txt --csv > metrics.csv""",
-    "stability": """examples:
-  polytok stability --algorithm bpe --vocab-size 4096 --samples 5 --fraction 0.5 corpus.txt
-  polytok stability -a convex -v 1280 -k 3 -f 0.25 --seed 7 corpus.txt --json""",
-    "stats": """examples:
-  polytok stats quijote.txt
-  polytok stats corpus/ --json
-  polytok stats corpus.txt --plots figures/    # rank-frequency.png and growth.png""",
-}
 
 
 # --------------------------------------------------------------------------- tokenisers
@@ -250,7 +229,7 @@ def evaluate(
     result = evaluate_documents(tokenizer, documents, num_threads=num_threads, progress=progress,
                                 batch_characters=batch_characters)
     if result is None:
-        raise CorpusError(f"corpus {_describe(corpus)} has no text to evaluate")
+        raise CorpusError(f"corpus {describe_corpus(corpus)} has no text to evaluate")
     return result
 
 
@@ -288,7 +267,8 @@ def evaluate_documents(
     return result
 
 
-def _describe(corpus: Any) -> str:
+def describe_corpus(corpus: Any) -> str:
+    """A corpus as an error message names it: its paths (the first three), or its type."""
     if isinstance(corpus, (str, os.PathLike)):
         return str(corpus)
     if isinstance(corpus, (list, tuple)) and all(isinstance(item, (str, os.PathLike)) for item in corpus[:3]):
@@ -365,7 +345,7 @@ def corpus_stats(
         progress=progress,
     )
     if result is None:
-        raise CorpusError(f"corpus {_describe(corpus)} has no words")
+        raise CorpusError(f"corpus {describe_corpus(corpus)} has no words")
     return result
 
 
@@ -439,291 +419,3 @@ def corpus_stats_of_documents(
             "distinct_words": distinct_at.tolist(),
         },
     }
-
-
-# --------------------------------------------------------------------------- stability
-
-
-def jaccard(first: set, second: set) -> float:
-    """|A ∩ B| / |A ∪ B|; 1 for two empty sets."""
-    union = len(first | second)
-    return len(first & second) / union if union else 1.0
-
-
-def _vocabularies(tokenizer: Any) -> tuple[set[bytes], set[bytes]]:
-    """Every token as bytes (the paper's T), and the learned ones: neither single bytes nor special."""
-    view = TokenizerView(tokenizer)
-    special_ids = set(_special_ids(tokenizer))
-    everything: set[bytes] = set()
-    learned: set[bytes] = set()
-    for identifier in range(view.vocab_size):
-        piece = view.token_bytes(identifier)
-        everything.add(piece)
-        if identifier not in special_ids and len(piece) > 1:
-            learned.add(piece)
-    return everything, learned
-
-
-def _special_ids(tokenizer: Any) -> list[int]:
-    special = getattr(tokenizer, "special_tokens", None)
-    if special is None:
-        special = getattr(tokenizer, "_special_tokens", {})
-    return list(special.values()) if isinstance(special, Mapping) else []
-
-
-def _sampled(corpus: Any, fraction: float, seed: np.random.SeedSequence, unit: str, reader_options: dict) -> list[str | bytes]:
-    generator = np.random.default_rng(seed)
-    sample: list[str | bytes] = []
-    for document in iter_documents(corpus, **reader_options):
-        pieces = document.splitlines(keepends=True) if unit == "line" else [document]
-        keep = generator.random(len(pieces)) < fraction
-        sample.extend(piece for piece, kept in zip(pieces, keep) if kept)
-    return sample
-
-
-def stability(
-    corpus: Any,
-    *,
-    algorithm: str = "bpe",
-    vocab_size: int,
-    samples: int = 5,
-    fraction: float = 0.5,
-    seed: int = 0,
-    unit: str = "line",
-    trainer: Callable[..., Any] | None = None,
-    reader_options: Mapping[str, Any] | None = None,
-    **train_options: Any,
-) -> dict[str, Any]:
-    """Train on `samples` independent random subsets of the corpus (each line, or document, kept
-    with probability `fraction`) and compare the vocabularies by Jaccard similarity (the ConvexTok
-    paper's Fig. 3). `trainer` defaults to polytok.train; `train_options` go to it."""
-    if samples < 2:
-        raise ConfigError(f"stability needs at least 2 samples to compare, got {samples}")
-    if not 0.0 < fraction <= 1.0:
-        raise ConfigError(f"fraction must be in (0, 1], got {fraction}")
-    if unit not in ("line", "document"):
-        raise ConfigError(f"unit must be 'line' or 'document', got {unit!r}")
-    if trainer is None:
-        import polytok
-
-        trainer = polytok.train
-    reader_options = dict(reader_options or {})
-    documents = corpus.documents if isinstance(corpus, Texts) else corpus
-    if not isinstance(documents, (str, bytes, os.PathLike)) and iter(documents) is documents:
-        # A one-shot iterator: keep its documents, each sample reads them again.
-        corpus = texts(list(iter_documents(corpus, **reader_options)))
-        reader_options = {}
-
-    vocabularies: list[tuple[set[bytes], set[bytes]]] = []
-    sample_sizes: list[int] = []
-    for number, child in enumerate(np.random.SeedSequence(seed).spawn(samples)):
-        subset = _sampled(corpus, fraction, child, unit, reader_options)
-        if not subset:
-            raise CorpusError(f"sample {number + 1} of corpus {_describe(corpus)} is empty; raise the fraction ({fraction})")
-        sample_sizes.append(sum(len(piece) for piece in subset))
-        tokenizer = trainer(texts(subset), algorithm=algorithm, vocab_size=vocab_size, **train_options)
-        vocabularies.append(_vocabularies(tokenizer))
-
-    full = np.eye(samples)
-    learned = np.eye(samples)
-    for i, j in itertools.combinations(range(samples), 2):
-        full[i, j] = full[j, i] = jaccard(vocabularies[i][0], vocabularies[j][0])
-        learned[i, j] = learned[j, i] = jaccard(vocabularies[i][1], vocabularies[j][1])
-    pairs = np.triu_indices(samples, k=1)
-    return {
-        "algorithm": algorithm,
-        "vocab_size": vocab_size,
-        "samples": samples,
-        "fraction": fraction,
-        "unit": unit,
-        "seed": seed,
-        "sample_sizes": sample_sizes,
-        "mean_jaccard": float(full[pairs].mean()),
-        "min_jaccard": float(full[pairs].min()),
-        "max_jaccard": float(full[pairs].max()),
-        "mean_jaccard_learned": float(learned[pairs].mean()),
-        "jaccard": full.tolist(),
-        "jaccard_learned": learned.tolist(),
-    }
-
-
-# --------------------------------------------------------------------------- output
-
-
-def format_value(value: Any) -> str:
-    """A number as a table shows it: integers with separators, floats to 4 significant digits."""
-    if value is None:
-        return "-"
-    if isinstance(value, bool) or not isinstance(value, (int, float, np.integer, np.floating)):
-        return str(value)
-    if isinstance(value, (int, np.integer)):
-        return f"{int(value):,}"
-    return f"{float(value):.4g}"
-
-
-def format_table(columns: Mapping[str, Mapping[str, Any]], keys: Sequence[str] | None = None, label: str = "metric") -> str:
-    """A text table: one row per key (metric), one column per named result."""
-    names = list(columns)
-    if keys is None:
-        keys = [key for key, value in next(iter(columns.values())).items() if not isinstance(value, (dict, list))]
-    rows = [[label, *names]] + [[key, *(format_value(columns[name].get(key)) for name in names)] for key in keys]
-    widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
-    lines = [
-        "  ".join(cell.ljust(width) if i == 0 else cell.rjust(width) for i, (cell, width) in enumerate(zip(row, widths)))
-        for row in rows
-    ]
-    return "\n".join(lines)
-
-
-def to_csv(rows: Iterable[Mapping[str, Any]], fields: Sequence[str]) -> str:
-    """CSV text of `rows` (dicts), numbers written in full precision."""
-    stream = io.StringIO()
-    writer = csv.DictWriter(stream, fieldnames=list(fields), extrasaction="ignore", lineterminator="\n")
-    writer.writeheader()
-    for row in rows:
-        writer.writerow({key: ("" if row.get(key) is None else row.get(key)) for key in fields})
-    return stream.getvalue()
-
-
-def scalars(result: Mapping[str, Any]) -> dict[str, Any]:
-    """The entries of a result that are numbers or strings (not curves, tables or nested dicts)."""
-    return {key: value for key, value in result.items() if not isinstance(value, (dict, list))}
-
-
-def _long_rows(columns: Mapping[str, Mapping[str, Any]], label: str) -> list[dict[str, Any]]:
-    return [
-        {label: name, "metric": key, "value": value}
-        for name, result in columns.items()
-        for key, value in scalars(result).items()
-    ]
-
-
-# --------------------------------------------------------------------------- command line
-
-
-def add_corpus_options(parser: argparse.ArgumentParser) -> None:
-    """The corpus reader's options (JSON field, parquet column, invalid UTF-8 policy)."""
-    parser.add_argument("--text-field", default="text", help="JSON field holding the text in .jsonl files")
-    parser.add_argument("--text-column", default="text", help="column holding the text in .parquet files")
-    parser.add_argument(
-        "--errors",
-        choices=["strict", "replace"],
-        default="strict",
-        help="invalid UTF-8 in a text file: stop with an error naming the byte offset, or replace it",
-    )
-
-
-def reader_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The corpus reader's options from parsed arguments."""
-    return {"text_field": args.text_field, "text_column": args.text_column, "errors": args.errors}
-
-
-def add_tokenizer_format_options(parser: argparse.ArgumentParser) -> None:
-    """Options for tokeniser files that lack a pattern or special tokens (tiktoken)."""
-    parser.add_argument("--pattern", help="pre-tokenisation preset or regex, for formats that lack one (tiktoken)")
-    parser.add_argument("--special", action="append", default=[], help="special token, for formats that lack them")
-
-
-def add_output_options(parser: argparse.ArgumentParser) -> None:
-    """--json / --csv instead of a text table."""
-    group = parser.add_mutually_exclusive_group()
-    group.add_argument("--json", action="store_true", help="print JSON")
-    group.add_argument("--csv", action="store_true", help="print CSV")
-
-
-def _quiet(args: argparse.Namespace) -> bool:
-    return bool(getattr(args, "quiet", False))
-
-
-def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
-    """`polytok eval -t TOK [-t TOK ...] CORPUS...`."""
-    parser.add_argument(
-        "-t", "--tokenizer", action="append", required=True,
-        help="tokeniser file (polytok JSON, .tiktoken, HF tokenizer.json, SentencePiece .model); repeatable",
-    )
-    parser.add_argument("corpus", type=Path, nargs="+", help="text, .jsonl or .parquet files, directories or globs")
-    parser.add_argument("--threads", type=int, default=None, help="encoder threads (default: all cores)")
-    add_tokenizer_format_options(parser)
-    add_output_options(parser)
-    add_corpus_options(parser)
-
-
-def run_eval(args: argparse.Namespace) -> None:
-    """Print the intrinsic metrics of each tokeniser on the corpus."""
-    from polytok.compare import load_tokenizers
-
-    tokenizers = load_tokenizers(args.tokenizer, pattern=args.pattern, special_tokens=args.special)
-    results = {
-        name: evaluate(tokenizer, list(args.corpus), num_threads=args.threads, progress=not _quiet(args), **reader_options(args))
-        for name, tokenizer in tokenizers.items()
-    }
-    if args.json:
-        print(json.dumps(results, indent=2))
-    elif args.csv:
-        sys.stdout.write(to_csv(_long_rows(results, "tokenizer"), ["tokenizer", "metric", "value"]))
-    else:
-        print(format_table(results))
-
-
-def add_stability_arguments(parser: argparse.ArgumentParser) -> None:
-    """`polytok stability --algorithm A --vocab-size N --samples k --fraction f CORPUS...`."""
-    parser.add_argument("corpus", type=Path, nargs="+", help="corpus files, directories or globs")
-    parser.add_argument("-a", "--algorithm", default="bpe", help="bpe, convex (and the others polytok.train knows)")
-    parser.add_argument("-v", "--vocab-size", type=int, required=True, help="total vocabulary size")
-    parser.add_argument("-k", "--samples", type=int, default=5, help="independent samples to train on (at least 2)")
-    parser.add_argument("-f", "--fraction", type=float, default=0.5, help="probability that a line is in a sample")
-    parser.add_argument("--unit", choices=["line", "document"], default="line", help="what a sample keeps or drops")
-    parser.add_argument("--seed", type=int, default=0, help="seed of the samples")
-    parser.add_argument("--pattern", default="cl100k", help="preset (gpt2, cl100k, o200k, nanochat), a regex, or 'none'")
-    parser.add_argument("--special", action="append", default=[], help="special token (repeatable)")
-    parser.add_argument("--json", action="store_true", help="print JSON")
-    add_corpus_options(parser)
-
-
-def run_stability(args: argparse.Namespace) -> None:
-    """Train on k samples and print the Jaccard similarities of their vocabularies."""
-    pattern = None if args.pattern.lower() == "none" else args.pattern
-    result = stability(
-        list(args.corpus),
-        algorithm=args.algorithm,
-        vocab_size=args.vocab_size,
-        samples=args.samples,
-        fraction=args.fraction,
-        seed=args.seed,
-        unit=args.unit,
-        reader_options=reader_options(args),
-        pattern=pattern,
-        special_tokens=args.special,
-        progress=not _quiet(args),
-    )
-    if args.json:
-        print(json.dumps(result, indent=2))
-        return
-    print(format_table({"stability": result}))
-    print("\npairwise Jaccard similarity (all tokens):")
-    for row in result["jaccard"]:
-        print("  " + "  ".join(f"{value:.4f}" for value in row))
-
-
-def add_stats_arguments(parser: argparse.ArgumentParser) -> None:
-    """`polytok stats CORPUS... [--json] [--plots DIR]`."""
-    parser.add_argument("corpus", type=Path, nargs="+", help="corpus files, directories or globs")
-    parser.add_argument("--held-out", type=float, default=0.1, help="share of words, at the end, for the OOV rate")
-    parser.add_argument("--plots", metavar="DIR", help="write rank-frequency.png and growth.png into DIR")
-    parser.add_argument("--json", action="store_true", help="print JSON (curves included)")
-    add_corpus_options(parser)
-
-
-def run_stats(args: argparse.Namespace) -> None:
-    """Print the word statistics of a corpus; optionally write its plots."""
-    result = corpus_stats(list(args.corpus), held_out=args.held_out, progress=not _quiet(args), **reader_options(args))
-    if args.plots:
-        from polytok.report import write_corpus_plots
-
-        written = write_corpus_plots(result, args.plots)
-        if not _quiet(args):
-            print("plots: " + ", ".join(str(path) for path in written), file=sys.stderr)
-    if args.json:
-        print(json.dumps(result, indent=2))
-    else:
-        print(format_table({"corpus": result}))

@@ -4,38 +4,19 @@ Heaps fits, and their plots embedded as base64 PNG. The same numbers go to JSON 
 """
 from __future__ import annotations
 
-import argparse
 import base64
 import html
 import io
 import json
 import os
-import sys
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from polytok._io import atomic_write
-from polytok.compare import COSTS, compare, load_tokenizers, named_tokenizers, read_texts, render_html
+from polytok.compare import compare, named_tokenizers, render_html
 from polytok.errors import ConfigError, CorpusError
-from polytok.metrics import (
-    scalars,
-    add_corpus_options,
-    add_tokenizer_format_options,
-    corpus_stats,
-    corpus_stats_of_documents,
-    evaluate,
-    evaluate_documents,
-    format_value,
-    reader_options,
-    to_csv,
-)
-
-EXAMPLES = {
-    "report": """examples:
-  polytok report bpe.json convex.json --text handbook-en-US.txt handbook-es-ES.txt -o report.html
-  polytok report cl100k.tiktoken o200k.tiktoken --pattern cl100k --text en.txt es.txt \\
-      --corpus held-out/ --reference en -o report.html      # also report.json and report.csv""",
-}
+from polytok.metrics import corpus_stats, corpus_stats_of_documents, evaluate, evaluate_documents
+from polytok.tables import format_value, scalars, to_csv
 
 CSV_FIELDS = ("section", "tokenizer", "text", "metric", "value")
 
@@ -292,44 +273,3 @@ def write_report(report: Mapping[str, Any], path: str | os.PathLike) -> list[Pat
         with atomic_write(output) as stream:
             stream.write(content)
     return outputs
-
-
-# --------------------------------------------------------------------------- command line
-
-
-def add_report_arguments(parser: argparse.ArgumentParser) -> None:
-    """`polytok report TOK... --text FILE... [--corpus ...] -o report.html`."""
-    parser.add_argument("tokenizers", nargs="+", metavar="TOK",
-                        help="tokeniser files: polytok JSON, .tiktoken, HF tokenizer.json, SentencePiece .model")
-    parser.add_argument("--text", nargs="+", action="extend", required=True, metavar="FILE",
-                        help="UTF-8 text files, e.g. the same document in several languages")
-    parser.add_argument("--corpus", type=Path, nargs="+", action="extend", metavar="PATH",
-                        help="corpus for the intrinsic metrics and statistics (default: the texts together)")
-    parser.add_argument("-o", "--output", required=True, help="HTML file to write; .json and .csv go beside it")
-    parser.add_argument("--reference", help="text (file stem) the tax is relative to (default: the first)")
-    parser.add_argument("--cost", choices=COSTS, default="tokens",
-                        help="cost of a text: tokens (parallel texts), tokens_per_byte, tokens_per_line")
-    parser.add_argument("--sample", help="sentence to show cut by each tokeniser (default: first line of the reference)")
-    parser.add_argument("--title", default="polytok report", help="title of the page")
-    parser.add_argument("--threads", type=int, default=None, help="encoder threads (default: all cores)")
-    add_tokenizer_format_options(parser)
-    add_corpus_options(parser)
-
-
-def run_report(args: argparse.Namespace) -> None:
-    """Build the report and write its HTML, JSON and CSV files."""
-    tokenizers = load_tokenizers(args.tokenizers, pattern=args.pattern, special_tokens=args.special)
-    report = build_report(
-        tokenizers,
-        read_texts(args.text),
-        corpus=args.corpus,
-        reference=args.reference,
-        cost=args.cost,
-        sample=args.sample,
-        title=args.title,
-        num_threads=args.threads,
-        **reader_options(args),
-    )
-    written = write_report(report, args.output)
-    if not getattr(args, "quiet", False):
-        print("wrote " + ", ".join(str(path) for path in written), file=sys.stderr)

@@ -1,17 +1,21 @@
-"""The command line as a user meets it: help, a full train/encode/decode cycle, and bad input."""
+"""The command line as a user meets it: the entry points, help, a full train/encode/decode cycle,
+convex training and certify, and bad input."""
 from __future__ import annotations
 
+import importlib
 import json
 import os
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
 
-from polytok.cli import COMMANDS, build_parser, main
+from polytok.cli import COMMANDS, main
 
-DATA = Path(__file__).parent / "data"
+ROOT = Path(__file__).parents[2]
+DATA = ROOT / "tests" / "data"
 
 
 def run_cli(*args: str, stdin: bytes = b"") -> subprocess.CompletedProcess:
@@ -34,12 +38,26 @@ def trained(corpus, tmp_path_factory) -> Path:
     return output
 
 
+def test_the_script_entry_point_is_main():
+    scripts = tomllib.loads((ROOT / "pyproject.toml").read_text(encoding="utf-8"))["project"]["scripts"]
+    module, _, function = scripts["polytok"].partition(":")
+    assert getattr(importlib.import_module(module), function) is main
+
+
+def test_python_m_polytok_cli_lists_every_command():
+    result = run_cli("--help")
+    assert result.returncode == 0, result.stderr
+    assert all(name.encode() in result.stdout for name in COMMANDS)
+
+
 @pytest.mark.parametrize("command", sorted(COMMANDS))
 def test_every_command_has_help_with_examples(command, capsys):
     with pytest.raises(SystemExit) as exit_info:
-        build_parser().parse_args([command, "--help"])
+        main([command, "--help"])
     assert exit_info.value.code == 0
-    assert "examples:" in capsys.readouterr().out
+    out = capsys.readouterr().out
+    assert out.startswith(f"usage: polytok {command}")
+    assert "examples:" in out
 
 
 def test_train_writes_a_loadable_tokenizer(trained):

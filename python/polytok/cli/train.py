@@ -1,0 +1,92 @@
+"""`polytok train`: a tokeniser from a corpus (default: the bundled one) or from saved counts."""
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+import polytok
+from polytok.cli.options import Command, add_corpus_options, pattern, reader_options
+from polytok.corpus import default_corpus
+from polytok.errors import ConfigError
+
+EXAMPLES = """examples:
+  polytok train -o tok.json                         # BPE, 32768 tokens, bundled corpus
+  polytok train corpus.txt -a bpe -v 50257 --special '<|endoftext|>' -o tok.json
+  polytok train --counts counts.ptc -a convex -v 4096 --rounding det -o convex.json
+  polytok train corpus.txt -v 32768 -o tok.tiktoken --format tiktoken"""
+
+
+def add_train_arguments(parser: argparse.ArgumentParser) -> None:
+    """`polytok train [CORPUS... | --counts FILE] -o FILE`."""
+    parser.add_argument("corpus", type=Path, nargs="*", help="corpus files, directories or globs; none: the bundled default corpus")
+    parser.add_argument("--counts", help="a counts file from `polytok count` instead of a corpus")
+    parser.add_argument("-o", "--output", required=True, help="tokeniser file to write")
+    parser.add_argument("-a", "--algorithm", default="bpe", help="bpe, convex (and the others polytok.train knows)")
+    parser.add_argument("-v", "--vocab-size", type=int, default=32768, help="total vocabulary size, bytes and specials included")
+    parser.add_argument("--pattern", default="cl100k", help="preset (gpt2, cl100k, o200k, nanochat), a regex, or 'none'")
+    parser.add_argument("--special", action="append", default=[], help="special token (repeatable); gets an id after the learned tokens")
+    parser.add_argument("--min-frequency", type=int, default=None, help="BPE: stop when no pair is this frequent")
+    parser.add_argument("--rounding", default=None, help="convex: det, bias, int or price")
+    parser.add_argument("--solver", default=None, help="convex: auto, highs, pdlp, cuopt or dual (no LP: smoothed dual ascent)")
+    parser.add_argument("--time-limit", type=float, default=None, help="convex: solver time limit in seconds")
+    parser.add_argument("--max-token-bytes", type=int, default=None, help="convex: longest token considered")
+    parser.add_argument("--threads", type=int, default=None, help="worker threads (default: all cores)")
+    parser.add_argument(
+        "--format",
+        choices=["polytok", "tiktoken", "huggingface"],
+        default="polytok",
+        help="file format to write",
+    )
+    add_corpus_options(parser)
+
+
+def run_train(args: argparse.Namespace) -> None:
+    """Count the corpus (or load the counts), train and save in the asked format."""
+    options = {
+        name: value
+        for name, value in {
+            "min_frequency": args.min_frequency,
+            "rounding": args.rounding,
+            "solver": args.solver,
+            "time_limit": args.time_limit,
+            "max_token_bytes": args.max_token_bytes,
+            "num_threads": args.threads,
+        }.items()
+        if value is not None
+    }
+    if args.counts:
+        if args.corpus:
+            raise ConfigError("give either a corpus or --counts, not both")
+        source = polytok.WordCounts.load(args.counts)
+    else:
+        source = polytok.count(
+            list(args.corpus) if args.corpus else default_corpus(),
+            pattern=pattern(args.pattern),
+            special_tokens=args.special,
+            num_threads=args.threads,
+            progress=not args.quiet,
+            **reader_options(args),
+        )
+    tokenizer = polytok.train(
+        source,
+        algorithm=args.algorithm,
+        vocab_size=args.vocab_size,
+        special_tokens=args.special,
+        progress=not args.quiet,
+        **options,
+    )
+    if args.format == "tiktoken":
+        tokenizer.save_tiktoken(args.output)
+    elif args.format == "huggingface":
+        tokenizer.save_huggingface(args.output)
+    else:
+        tokenizer.save(args.output)
+    if not args.quiet:
+        print(f"{args.algorithm} tokeniser, {tokenizer.vocab_size:,} tokens -> {args.output}", file=sys.stderr)
+
+
+COMMANDS = {
+    "train": Command("Train a tokeniser on a corpus (default: the bundled corpus).", EXAMPLES,
+                     add_train_arguments, run_train),
+}
