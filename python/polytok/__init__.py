@@ -2,7 +2,7 @@
 from polytok import corpus, errors
 from polytok.certify import Certificate, certify
 from polytok.compare import compare
-from polytok.counts import WordCounts, count
+from polytok.counts import PreTokenCounts, count, word_counts_alias
 from polytok.errors import Error
 from polytok.formats import load
 from polytok.formats.huggingface import load_huggingface
@@ -17,8 +17,8 @@ __version__ = "0.1.0"
 __all__ = [
     "Certificate",
     "Error",
+    "PreTokenCounts",
     "Tokenizer",
-    "WordCounts",
     "__version__",
     "certify",
     "compare",
@@ -33,3 +33,9 @@ __all__ = [
     "load_tiktoken",
     "train",
 ]
+
+
+def __getattr__(name: str):
+    if name == "WordCounts":
+        return word_counts_alias()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
