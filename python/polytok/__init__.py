@@ -2,7 +2,8 @@
 from polytok import corpus, errors
 from polytok.certify import Certificate, certify
 from polytok.compare import compare
-from polytok.counts import PreTokenCounts, count, word_counts_alias
+from polytok.counts import PreTokenCounts, count
+from polytok.counts import word_counts_alias as _word_counts_alias
 from polytok.errors import Error
 from polytok.formats import load
 from polytok.formats.huggingface import load_huggingface
@@ -35,7 +36,8 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str):
+def __getattr__(name: str) -> type[PreTokenCounts]:
+    """`polytok.WordCounts`: the deprecated name of `PreTokenCounts`, with a warning."""
     if name == "WordCounts":
-        return word_counts_alias()
+        return _word_counts_alias()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -235,6 +235,7 @@ def word_counts_alias() -> type[PreTokenCounts]:
 
 
 def __getattr__(name: str) -> Any:
+    """`polytok.counts.WordCounts`: the deprecated name of `PreTokenCounts`, with a warning."""
     if name == "WordCounts":
         return word_counts_alias()
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -4,12 +4,12 @@ The score prefers pairs that occur together more often than their parts' own fre
 predict (pointwise mutual information), not merely often. Encoding is the `longest_match`
 segmenter: no merge list is kept, each position takes the longest token that fits.
 
-Vocabulary accounting: ids 0..255 are the 256 bytes as word-initial tokens. With a continuation
-marker (default "##") ids 256..511 are the same bytes as continuation tokens, spelled
-b"##" + byte, so nothing is ever unknown; learned tokens follow, then special tokens. So the
-base (`base_size`) is 512 tokens and `vocab_size = 512 + len(special_tokens) + K` for a budget of
-K learned tokens. Without a marker (`continuation_marker=None`) tokens carry no position and the
-base is the 256 bytes.
+Vocabulary accounting: ids 0..255 are the 256 bytes as tokens that begin a pre-token. With a
+continuation marker (default "##") ids 256..511 are the same bytes as continuation tokens,
+spelled b"##" + byte, so nothing is ever unknown; learned tokens follow, then special tokens. So
+the base (`base_size`) is 512 tokens and `vocab_size = 512 + len(special_tokens) + K` for a
+budget of K learned tokens. Without a marker (`continuation_marker=None`) tokens carry no
+position and the base is the 256 bytes.
 
 The score rewards pairs whose parts are rare: two byte sequences seen once, always together,
 score 1, the maximum, while " t"+"he" scores tiny. On real text at the default
