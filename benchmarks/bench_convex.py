@@ -57,14 +57,14 @@ def sample_documents(size: int) -> list[str]:
 
 
 def word_counts(size: int):
-    from polytok.counts import WordCounts
+    from polytok.counts import PreTokenCounts
     from polytok.pretokenize import PreTokenizer
 
     splitter = PreTokenizer("cl100k")
     counter: collections.Counter[bytes] = collections.Counter()
     for document in sample_documents(size):
         counter.update(splitter.split(document))
-    return WordCounts.from_dict(counter, "cl100k")
+    return PreTokenCounts.from_dict(counter, "cl100k")
 
 
 def bpe_tokens(counts, budget: int) -> tuple[int, float]:
@@ -139,7 +139,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=1, help="rounds of column generation")
     parser.add_argument("--initial-per-budget", type=float, default=None,
                         help="first LP holds this many x K colours of largest potential saving (0: all; "
-                             "default: the trainer's default_initial_colours)")
+                             "default: polytok.lp.relax.default_initial_colours)")
     parser.add_argument("--time-limit", type=float, default=None, help="seconds per LP solve")
     parser.add_argument("--steps", type=int, default=30, help="subgradient steps on the full graph")
     parser.add_argument("--json", default=None)
@@ -153,7 +153,7 @@ def main() -> None:
     if args.child:
         child(args)
         return
-    from polytok.trainers.convex import default_initial_colours
+    from polytok.lp.relax import default_initial_colours
     results = []
     header = (f"{'sample':>7} {'K':>5} {'solver':>6} {'uniq':>6} {'LP vars':>8} {'nnz':>8} {'rnds':>4} "
               f"{'wall s':>7} {'cpu s':>7} {'MB':>6} {'bound':>10} {'BPE%':>7} {'Det%':>7} {'Bias%':>7} "

@@ -89,7 +89,7 @@ def count_words(path, pattern="cl100k"):
     # polytok.count when present (Rust, streaming); otherwise the pre-tokeniser over 1 MB
     # chunks cut at line ends (as HF reads its files line by line) into a Counter.
     import polytok
-    from polytok.counts import WordCounts
+    from polytok.counts import PreTokenCounts
     from polytok.pretokenize import PreTokenizer
     if hasattr(polytok, "count"):
         return polytok.count([path], pattern=pattern, progress=False)
@@ -101,7 +101,7 @@ def count_words(path, pattern="cl100k"):
             counter.update(pre.split(block[:cut]))
             rest = block[cut:]
     counter.update(pre.split(rest))
-    return WordCounts.from_dict(counter, pre.pattern)
+    return PreTokenCounts.from_dict(counter, pre.pattern)
 def report(train_s, encode, heldout):
     result = {{"train_s": train_s, "peak_mb": peak_mb()}}
     encode(heldout[:100000])  # warm-up

@@ -17,7 +17,7 @@ from hypothesis import strategies as st
 
 import polytok
 import polytok.corpus as corpus
-from polytok import WordCounts
+from polytok import PreTokenCounts
 from polytok.errors import ConfigError, CorpusError, FormatError, PatternError
 from polytok.pretokenize import PRESETS, PreTokenizer
 
@@ -126,12 +126,12 @@ def test_shards_add_up_to_the_whole(documents, cuts):
 
 
 def test_counts_are_64_bit_through_add_save_and_load(tmp_path):
-    big = WordCounts.from_dict({b"a": 2**62, b"b": 3}, pattern="x")
+    big = PreTokenCounts.from_dict({b"a": 2**62, b"b": 3}, pattern="x")
     doubled = big + big
     assert doubled.to_dict() == {b"a": 2**63, b"b": 6}
     assert doubled.total == 2**63 + 6
     doubled.save(tmp_path / "big.ptc")
-    assert WordCounts.load(tmp_path / "big.ptc").to_dict() == {b"a": 2**63, b"b": 6}
+    assert PreTokenCounts.load(tmp_path / "big.ptc").to_dict() == {b"a": 2**63, b"b": 6}
 
 
 def test_adding_counts_of_different_patterns_is_refused():
@@ -140,25 +140,25 @@ def test_adding_counts_of_different_patterns_is_refused():
 
 
 def test_adding_malformed_counts_names_the_problem():
-    unsorted = WordCounts(b"ba", np.array([0, 1, 2]), np.array([1, 1]))
+    unsorted = PreTokenCounts(b"ba", np.array([0, 1, 2]), np.array([1, 1]))
     with pytest.raises(ConfigError, match=r"left operand: words 0 and 1 are not in strictly increasing byte order"):
-        unsorted + WordCounts.from_dict({b"a": 1})
-    bad_offsets = WordCounts(b"ab", np.array([0, 1, 5]), np.array([1, 1]))
+        unsorted + PreTokenCounts.from_dict({b"a": 1})
+    bad_offsets = PreTokenCounts(b"ab", np.array([0, 1, 5]), np.array([1, 1]))
     with pytest.raises(ConfigError, match=r"right operand: offsets run from 0 to 5; expected 0 to 2"):
-        WordCounts.from_dict({b"a": 1}) + bad_offsets
+        PreTokenCounts.from_dict({b"a": 1}) + bad_offsets
 
 
 def test_save_and_load_round_trip(tmp_path, excerpts):
     counts = polytok.count(polytok.texts(list(excerpts.values())), "o200k", progress=False)
     path = tmp_path / "counts.ptc"
     counts.save(path)
-    loaded = WordCounts.load(path)
+    loaded = PreTokenCounts.load(path)
     assert loaded.data == counts.data and loaded.pattern == counts.pattern == PRESETS["o200k"]
     assert np.array_equal(loaded.offsets, counts.offsets) and np.array_equal(loaded.counts, counts.counts)
     assert loaded.offsets.dtype == np.int64 and loaded.counts.dtype == np.uint64
-    no_split = WordCounts.from_dict({b"\x00\xff": 1}, pattern=None)
+    no_split = PreTokenCounts.from_dict({b"\x00\xff": 1}, pattern=None)
     no_split.save(path)
-    assert WordCounts.load(path).to_dict() == {b"\x00\xff": 1} and WordCounts.load(path).pattern is None
+    assert PreTokenCounts.load(path).to_dict() == {b"\x00\xff": 1} and PreTokenCounts.load(path).pattern is None
     assert [p.name for p in tmp_path.iterdir()] == ["counts.ptc"]  # no temporary files left behind
 
 
@@ -172,7 +172,7 @@ def test_saved_files_are_byte_identical_whatever_the_thread_count(tmp_path, exce
 @pytest.fixture
 def saved(tmp_path) -> Path:
     path = tmp_path / "c.ptc"
-    WordCounts.from_dict({b"hello": 3, b" world": 2, b"!": 1}, pattern="cl100k-ish").save(path)
+    PreTokenCounts.from_dict({b"hello": 3, b" world": 2, b"!": 1}, pattern="cl100k-ish").save(path)
     return path
 
 
@@ -185,13 +185,13 @@ def test_load_names_a_truncated_file(saved):
     for keep in (len(raw) - 1, header_end(raw) + 3, header_end(raw)):
         saved.write_bytes(raw[:keep])
         with pytest.raises(FormatError, match=rf"c\.ptc' is truncated: {keep} bytes, but its header .* makes it {len(raw)}"):
-            WordCounts.load(saved)
+            PreTokenCounts.load(saved)
     saved.write_bytes(raw[:20])
     with pytest.raises(FormatError, match=r"truncated inside its header"):
-        WordCounts.load(saved)
+        PreTokenCounts.load(saved)
     saved.write_bytes(raw + b"x")
     with pytest.raises(FormatError, match=r"too long"):
-        WordCounts.load(saved)
+        PreTokenCounts.load(saved)
 
 
 def test_load_names_an_edited_file(saved):
@@ -200,13 +200,13 @@ def test_load_names_an_edited_file(saved):
     edited[-2] ^= 1  # one bit of one word
     saved.write_bytes(bytes(edited))
     with pytest.raises(FormatError, match=r"checksum does not match"):
-        WordCounts.load(saved)
+        PreTokenCounts.load(saved)
     saved.write_bytes(b"PTCOUNTX" + raw[8:])
     with pytest.raises(FormatError, match=r"not a polytok counts file"):
-        WordCounts.load(saved)
+        PreTokenCounts.load(saved)
     saved.write_bytes(raw[:8] + struct.pack("<I", 2) + raw[12:])
     with pytest.raises(FormatError, match=r"version 2; this polytok reads version 1"):
-        WordCounts.load(saved)
+        PreTokenCounts.load(saved)
 
 
 def rewrite_header(path: Path, edit) -> None:
@@ -220,19 +220,19 @@ def rewrite_header(path: Path, edit) -> None:
 def test_load_names_a_bad_header_field(saved):
     rewrite_header(saved, lambda header: {k: v for k, v in header.items() if k != "sha256"})
     with pytest.raises(FormatError, match=r"lacks the field 'sha256'"):
-        WordCounts.load(saved)
+        PreTokenCounts.load(saved)
     rewrite_header(saved, lambda header: {**header, "sha256": "0" * 64, "words": "three"})
     with pytest.raises(FormatError, match=r"header field 'words' is 'three'; expected int"):
-        WordCounts.load(saved)
+        PreTokenCounts.load(saved)
     raw = saved.read_bytes()
     saved.write_bytes(raw[:16] + b"x" + raw[17:])
     with pytest.raises(FormatError, match=r"header is not valid JSON"):
-        WordCounts.load(saved)
+        PreTokenCounts.load(saved)
 
 
 def test_load_of_a_missing_file_is_a_format_error(tmp_path):
     with pytest.raises(FormatError, match=r"cannot read counts file .*absent\.ptc"):
-        WordCounts.load(tmp_path / "absent.ptc")
+        PreTokenCounts.load(tmp_path / "absent.ptc")
 
 
 def test_empty_corpora_are_refused(tmp_path):
@@ -301,3 +301,12 @@ def test_counting_a_large_file_keeps_python_memory_flat(tmp_path):
     assert sum(len(word) * number for word, number in counts) == path.stat().st_size
     # One batch (4 MB for one thread) and its chunks, not the 40 MB file.
     assert peak < 12 << 20
+
+
+def test_word_counts_is_a_deprecated_name_of_pre_token_counts():
+    counts = polytok.PreTokenCounts.from_dict({b"a": 1})
+    with pytest.warns(DeprecationWarning, match="use PreTokenCounts"):
+        from polytok.counts import WordCounts
+    assert WordCounts is polytok.PreTokenCounts and isinstance(counts, WordCounts)
+    with pytest.warns(DeprecationWarning, match="use PreTokenCounts"):
+        assert polytok.WordCounts is polytok.PreTokenCounts

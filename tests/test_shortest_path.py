@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from polytok import _core
-from polytok.counts import WordCounts
+from polytok.counts import PreTokenCounts
 
 BYTES = [bytes([b]) for b in range(256)]
 
@@ -68,7 +68,7 @@ def test_vocabulary_must_hold_every_byte():
 
 def test_count_words_is_the_weighted_sum():
     vocab = BYTES + [b"he", b"hell", b"llo", b" wor", b"ld"]
-    counts = WordCounts.from_dict({b"hello": 3, b" world": 2, b"\xff\xfe": 5, b"x": 1})
+    counts = PreTokenCounts.from_dict({b"hello": 3, b" world": 2, b"\xff\xfe": 5, b"x": 1})
     segmenter = _core.ShortestPathSegmenter(vocab)
     expected = sum(len(segmenter.segment(w)) * c for w, c in counts)
     assert segmenter.count_words(counts.data, counts.offsets, counts.counts) == expected == 2 * 3 + 2 * 2 + 10 + 1

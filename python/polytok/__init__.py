@@ -3,7 +3,8 @@ from polytok import corpus, errors
 from polytok.certify import Certificate, certify
 from polytok.compare import compare
 from polytok.corpus import texts
-from polytok.counts import WordCounts, count
+from polytok.counts import PreTokenCounts, count
+from polytok.counts import word_counts_alias as _word_counts_alias
 from polytok.errors import Error
 from polytok.formats import load
 from polytok.formats.huggingface import load_huggingface
@@ -18,8 +19,8 @@ __version__ = "0.1.0"
 __all__ = [
     "Certificate",
     "Error",
+    "PreTokenCounts",
     "Tokenizer",
-    "WordCounts",
     "__version__",
     "certify",
     "compare",
@@ -35,3 +36,10 @@ __all__ = [
     "texts",
     "train",
 ]
+
+
+def __getattr__(name: str) -> type[PreTokenCounts]:
+    """`polytok.WordCounts`: the deprecated name of `PreTokenCounts`, with a warning."""
+    if name == "WordCounts":
+        return _word_counts_alias()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

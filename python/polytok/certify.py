@@ -16,8 +16,11 @@ from typing import Any
 
 import numpy as np
 
-from polytok.counts import WordCounts
+from polytok.counts import PreTokenCounts, count
 from polytok.errors import Error, FormatError
+from polytok.lp.bound import shortest_path_tokens, single_bytes
+from polytok.lp.graph import TokenisationGraph
+from polytok.lp.relax import default_initial_colours, relax
 
 
 @dataclass
@@ -108,25 +111,20 @@ def certify(
     steps: int = 30,
     progress: bool = False,
 ) -> Certificate:
-    """The certified bound for `tokenizer`'s budget on `corpus` (a WordCounts, or anything
+    """The certified bound for `tokenizer`'s budget on `corpus` (a PreTokenCounts, or anything
     `polytok.count` reads), its own token count and its shortest-path count, with gaps in %.
-    The solve options are those of `polytok.lp.relax`; none of them can make the bound invalid,
-    only weaker."""
-    from polytok.lp import TokenisationGraph, relax
-    from polytok.trainers.convex import default_initial_colours, shortest_path_tokens
-
+    The solve options are those of `polytok.lp.relax.relax`; none of them can make the bound
+    invalid, only weaker."""
     start = time.perf_counter()
     specials = list(getattr(tokenizer, "special_tokens", None) or [])
-    if isinstance(corpus, WordCounts):
+    if isinstance(corpus, PreTokenCounts):
         counts = corpus
     else:
-        from polytok.counts import count
-
         counts = count(corpus, pattern=tokenizer.pattern, special_tokens=specials, progress=progress)
     counts = _without(counts, {s.encode("utf-8") for s in specials})
     vocabulary = ordinary_vocabulary(tokenizer)
     budget = len({token for token in vocabulary if len(token) > 1})
-    path_tokens = shortest_path_tokens(sorted(set(vocabulary) | _single_bytes()), counts)
+    path_tokens = shortest_path_tokens(sorted(set(vocabulary).union(single_bytes())), counts)
     graph = TokenisationGraph(counts)
     if initial_colours == "auto":
         initial_colours = default_initial_colours(budget)
@@ -143,10 +141,6 @@ def certify(
     )
 
 
-def _single_bytes() -> set[bytes]:
-    return {bytes([b]) for b in range(256)}
-
-
 def ordinary_vocabulary(tokenizer: Any) -> list[bytes]:
     """The bytes of every ordinary (non-special) token of a tokeniser."""
     special_ids = set(dict(getattr(tokenizer, "special_tokens", None) or {}).values())
@@ -156,7 +150,7 @@ def ordinary_vocabulary(tokenizer: Any) -> list[bytes]:
     return [tokenizer.token_bytes(i) for i in range(tokenizer.vocab_size) if i not in special_ids]
 
 
-def encoder_tokens(tokenizer: Any, counts: WordCounts) -> int:
+def encoder_tokens(tokenizer: Any, counts: PreTokenCounts) -> int:
     """The tokeniser's own count: each unique pre-token encoded once by its encoder, times its
     count (equal to encoding the documents, as no segmenter crosses a pre-token)."""
     pieces = [piece for piece, _ in counts]
@@ -177,8 +171,8 @@ def encoder_tokens(tokenizer: Any, counts: WordCounts) -> int:
     return int(np.dot(lengths, counts.counts))
 
 
-def _without(counts: WordCounts, pieces: set[bytes]) -> WordCounts:
+def _without(counts: PreTokenCounts, pieces: set[bytes]) -> PreTokenCounts:
     """`counts` without the given pre-tokens (special tokens are not the vocabulary's job)."""
     if not pieces:
         return counts
-    return WordCounts.from_dict({w: c for w, c in counts if w not in pieces}, counts.pattern)
+    return PreTokenCounts.from_dict({w: c for w, c in counts if w not in pieces}, counts.pattern)

@@ -1,16 +1,19 @@
-"""WordCounts: the unique pre-tokens of a corpus with their counts, the sufficient statistic
+"""PreTokenCounts: the unique pre-tokens of a corpus with their counts, the sufficient statistic
 that every trainer, the LP and the corpus metrics read; and `count`, which makes one.
 
-Counts files (written by `WordCounts.save`, conventionally `*.ptc`) are little-endian binary:
+Counts files (written by `PreTokenCounts.save`, conventionally `*.ptc`) are little-endian binary:
 
     magic         8 bytes   b"PTCOUNTS"
     version       uint32    1
     header size   uint32    H
     header        H bytes   UTF-8 JSON: {"pattern": str | null, "words": n, "data_bytes": m,
                             "sha256": hex digest of everything after the header}
-    offsets       (n + 1) x int64    word i is data[offsets[i]:offsets[i + 1]]
+    offsets       (n + 1) x int64    pre-token i is data[offsets[i]:offsets[i + 1]]
     counts        n x uint64
-    data          m bytes   the words back to back, sorted bytewise
+    data          m bytes   the pre-tokens back to back, sorted bytewise
+
+The header key "words" is the number n of unique pre-tokens (its name is part of format 1).
+`WordCounts` is a deprecated name of `PreTokenCounts`, kept for one release.
 """
 from __future__ import annotations
 
@@ -18,8 +21,9 @@ import hashlib
 import json
 import os
 import struct
+import warnings
 from pathlib import Path
-from typing import Iterator, Mapping
+from typing import Any, Iterator, Mapping
 
 import numpy as np
 from tqdm import tqdm
@@ -40,10 +44,10 @@ BATCH_BYTES_PER_THREAD = 4 << 20
 MAX_BATCH_BYTES = 64 << 20
 
 
-class WordCounts:
+class PreTokenCounts:
     """Unique pre-tokens (bytes), sorted bytewise, with 64-bit counts, stored as flat arrays:
-    `data` holds the words back to back, `offsets` (int64, n+1) their bounds, `counts` (uint64).
-    `pattern` is the pre-tokenisation regex the words were cut with (None: no split)."""
+    `data` holds the pre-tokens back to back, `offsets` (int64, n+1) their bounds, `counts`
+    (uint64). `pattern` is the pre-tokenisation regex they were cut with (None: no split)."""
 
     def __init__(self, data: bytes, offsets: np.ndarray, counts: np.ndarray, pattern: str | None = None):
         self.data = data
@@ -52,12 +56,12 @@ class WordCounts:
         self.pattern = pattern
 
     @classmethod
-    def from_dict(cls, counts: Mapping[bytes, int], pattern: str | None = None) -> "WordCounts":
+    def from_dict(cls, counts: Mapping[bytes, int], pattern: str | None = None) -> "PreTokenCounts":
         """Build from a {pre-token: count} mapping (small corpora, tests)."""
-        words = sorted(w for w, c in counts.items() if c > 0 and len(w) > 0)
-        offsets = np.zeros(len(words) + 1, dtype=np.int64)
-        np.cumsum([len(w) for w in words], out=offsets[1:])
-        return cls(b"".join(words), offsets, np.array([counts[w] for w in words], dtype=np.uint64), pattern)
+        pre_tokens = sorted(p for p, c in counts.items() if c > 0 and len(p) > 0)
+        offsets = np.zeros(len(pre_tokens) + 1, dtype=np.int64)
+        np.cumsum([len(p) for p in pre_tokens], out=offsets[1:])
+        return cls(b"".join(pre_tokens), offsets, np.array([counts[p] for p in pre_tokens], dtype=np.uint64), pattern)
 
     def __len__(self) -> int:
         return len(self.offsets) - 1
@@ -74,9 +78,9 @@ class WordCounts:
         """The number of pre-tokens in the corpus: the sum of the counts."""
         return int(self.counts.sum(dtype=np.uint64))
 
-    def __add__(self, other: "WordCounts") -> "WordCounts":
+    def __add__(self, other: "PreTokenCounts") -> "PreTokenCounts":
         """The counts of two shards together; both must be cut with the same pattern."""
-        if not isinstance(other, WordCounts):
+        if not isinstance(other, PreTokenCounts):
             return NotImplemented
         if self.pattern != other.pattern:
             raise ConfigError(
@@ -87,10 +91,10 @@ class WordCounts:
                 (self.data, self.offsets, self.counts), (other.data, other.offsets, other.counts)
             )
         except ValueError as error:
-            raise ConfigError(f"cannot add malformed WordCounts: {error}") from None
-        return WordCounts(data, offsets, counts, self.pattern)
+            raise ConfigError(f"cannot add malformed PreTokenCounts: {error}") from None
+        return PreTokenCounts(data, offsets, counts, self.pattern)
 
-    def __radd__(self, other: object) -> "WordCounts":
+    def __radd__(self, other: object) -> "PreTokenCounts":
         # sum(shards) starts from 0.
         if isinstance(other, int) and other == 0:
             return self
@@ -114,7 +118,7 @@ class WordCounts:
                 stream.write(part)
 
     @classmethod
-    def load(cls, path: str | os.PathLike[str]) -> "WordCounts":
+    def load(cls, path: str | os.PathLike[str]) -> "PreTokenCounts":
         """Read a counts file; FormatError names what is wrong with a truncated or edited one."""
         name = repr(os.fspath(path))
         try:
@@ -127,23 +131,23 @@ class WordCounts:
         if version != FORMAT_VERSION:
             raise FormatError(f"{name}: counts format version {version}; this polytok reads version {FORMAT_VERSION}")
         header = _parse_header(name, raw[_PREAMBLE.size : _PREAMBLE.size + header_size], header_size)
-        words, data_bytes = header["words"], header["data_bytes"]
+        size, data_bytes = header["words"], header["data_bytes"]
         start = _PREAMBLE.size + header_size
-        expected = start + 8 * (words + 1) + 8 * words + data_bytes
+        expected = start + 8 * (size + 1) + 8 * size + data_bytes
         if len(raw) != expected:
             state = "truncated" if len(raw) < expected else "too long"
             raise FormatError(
-                f"{name} is {state}: {len(raw)} bytes, but its header ({words} words, {data_bytes} data bytes) "
+                f"{name} is {state}: {len(raw)} bytes, but its header ({size} pre-tokens, {data_bytes} data bytes) "
                 f"makes it {expected}"
             )
         if hashlib.sha256(memoryview(raw)[start:]).hexdigest() != header["sha256"]:
             raise FormatError(f"{name}: the checksum does not match the content; the file was edited or corrupted")
-        offsets = np.frombuffer(raw, dtype="<i8", count=words + 1, offset=start).astype(np.int64)
-        counts = np.frombuffer(raw, dtype="<u8", count=words, offset=start + 8 * (words + 1)).astype(np.uint64)
+        offsets = np.frombuffer(raw, dtype="<i8", count=size + 1, offset=start).astype(np.int64)
+        counts = np.frombuffer(raw, dtype="<u8", count=size, offset=start + 8 * (size + 1)).astype(np.uint64)
         if offsets[0] != 0 or offsets[-1] != data_bytes or np.any(np.diff(offsets) <= 0):
             raise FormatError(f"{name}: offsets must rise strictly from 0 to the data size {data_bytes}")
         if np.any(counts == 0):
-            raise FormatError(f"{name}: a count is zero; every stored word occurs at least once")
+            raise FormatError(f"{name}: a count is zero; every stored pre-token occurs at least once")
         return cls(raw[expected - data_bytes :], offsets, counts, header["pattern"])
 
 
@@ -177,7 +181,7 @@ def count(
     text_field: str = "text",
     text_column: str = "text",
     errors: str = "strict",
-) -> WordCounts:
+) -> PreTokenCounts:
     """Count the pre-tokens of a corpus (see `polytok.corpus.iter_documents`) in the Rust core,
     on `num_threads` threads (None: all cores). Special tokens are split out and not counted."""
     if num_threads is not None and (isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1):
@@ -221,4 +225,19 @@ def count(
         else:
             reason = "holds nothing but special tokens"
         raise CorpusError(f"{described} {reason}; expected some text to count")
-    return WordCounts(data, offsets, counts, regex)
+    return PreTokenCounts(data, offsets, counts, regex)
+
+
+def word_counts_alias() -> type[PreTokenCounts]:
+    """`PreTokenCounts` under its deprecated name `WordCounts`, with a DeprecationWarning that
+    points at the code using the name (this is called from a module `__getattr__`)."""
+    warnings.warn("WordCounts is deprecated; use PreTokenCounts (the same class)",
+                  DeprecationWarning, stacklevel=3)
+    return PreTokenCounts
+
+
+def __getattr__(name: str) -> Any:
+    """`polytok.counts.WordCounts`: the deprecated name of `PreTokenCounts`, with a warning."""
+    if name == "WordCounts":
+        return word_counts_alias()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

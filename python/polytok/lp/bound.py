@@ -15,6 +15,10 @@ true bound (only a weaker one):
   equal when the other duals are optimal for that mu.
 
 Both are evaluated in float64 and lowered by a margin covering the rounding error.
+
+The other side of the gap is a token count that some vocabulary reaches: `shortest_path_tokens`,
+the corpus cut into the fewest tokens of a given vocabulary (the upper bound the subgradient
+steps aim at, and what a ConvexTok rounding is scored by).
 """
 from __future__ import annotations
 
@@ -23,6 +27,8 @@ from typing import Callable
 
 import numpy as np
 
+from polytok import _core
+from polytok.counts import PreTokenCounts
 from polytok.lp.graph import LinearProgram, TokenisationGraph
 
 # Relative safety margin: float64 sums of n terms err by at most ~n * 2^-53 of the sum of
@@ -211,3 +217,15 @@ def certify_prices(
         else:
             scale /= 2
     return FullGraphCertificate(best.bound, best_prices, best.colour_prices, history)
+
+
+def single_bytes() -> list[bytes]:
+    """The 256 one-byte tokens in byte order: ids 0..255 of every vocabulary polytok trains."""
+    return [bytes([b]) for b in range(256)]
+
+
+def shortest_path_tokens(vocabulary: list[bytes], counts: PreTokenCounts) -> int:
+    """Total tokens of the counted corpus when every pre-token is cut into the fewest tokens of
+    `vocabulary` (which must hold the 256 single bytes)."""
+    segmenter = _core.ShortestPathSegmenter(vocabulary)
+    return int(segmenter.count_words(counts.data, counts.offsets, counts.counts))

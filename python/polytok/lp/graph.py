@@ -22,7 +22,7 @@ import numpy as np
 import scipy.sparse
 
 from polytok import _core
-from polytok.counts import WordCounts
+from polytok.counts import PreTokenCounts
 from polytok.errors import ConfigError
 
 
@@ -95,7 +95,7 @@ class TokenisationGraph:
     pre-token is a colour. Bounds computed on it cover every vocabulary of K tokens (of at most
     max_token_bytes bytes, when set) that never crosses a pre-token."""
 
-    def __init__(self, counts: WordCounts, max_token_bytes: int | None = None):
+    def __init__(self, counts: PreTokenCounts, max_token_bytes: int | None = None):
         if max_token_bytes is not None and max_token_bytes < 2:
             raise ConfigError(f"max_token_bytes must be at least 2 or None, got {max_token_bytes}")
         self.counts = counts

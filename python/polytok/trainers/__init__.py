@@ -1,18 +1,21 @@
-"""`polytok.train`: one entry point for every training algorithm.
+"""`polytok.train`: one entry point for every training algorithm, and the one `budget` rule.
 
-Every trainer takes the same counted corpus (WordCounts) and is called as
-`trainer(counts, vocab_size=..., special_tokens=[...], num_threads=..., progress=..., **options)`,
-returning a `Tokenizer`; adding an algorithm is adding one entry to TRAINERS.
+`train` turns `vocab_size` into the budget K once (`budget`) and calls the algorithm's trainer on
+the counted corpus (PreTokenCounts) as
+`trainer(counts, budget=K, special_tokens=[...], num_threads=..., progress=..., **options)`,
+which returns a `Tokenizer`; adding an algorithm is adding one entry to TRAINERS (and to
+`base_size` if its vocabularies start with more than the 256 bytes).
 """
 from __future__ import annotations
 
 import inspect
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
-from polytok.counts import WordCounts
+from polytok.counts import PreTokenCounts
 from polytok.errors import ConfigError
 from polytok.pretokenize import resolve_pattern
-from polytok.trainers.bpe import check_special_tokens, merge_budget, train_bpe
+from polytok.trainers import wordpiece
+from polytok.trainers.bpe import check_special_tokens, is_integer, train_bpe
 from polytok.trainers.convex import train_convex
 from polytok.trainers.unigram import train_unigram
 from polytok.trainers.wordpiece import train_wordpiece
@@ -30,12 +33,15 @@ TRAINERS: dict[str, Callable[..., "Tokenizer"]] = {
 # Options that say how to read a corpus; they go to `polytok.count`, not to the trainer.
 CORPUS_OPTIONS = ("text_field", "text_column", "errors")
 
+# Trainer arguments that `train` fills in itself, never from **options.
+_GIVEN = ("counts", "budget", "special_tokens")
+
 _DEFAULT_PATTERN = "cl100k"
 _UNSET: Any = object()
 
 
 def train(
-    corpus_or_counts: WordCounts | str | Iterable[str | bytes],
+    corpus_or_counts: PreTokenCounts | str | Iterable[str | bytes],
     algorithm: str = "bpe",
     *,
     vocab_size: int,
@@ -46,26 +52,26 @@ def train(
     **options: Any,
 ) -> "Tokenizer":
     """Train a tokeniser of `vocab_size` tokens with `algorithm` on a corpus (anything
-    `polytok.count` reads; `pattern` defaults to cl100k) or on WordCounts (their pattern is used)."""
+    `polytok.count` reads; `pattern` defaults to cl100k) or on PreTokenCounts (their pattern is used)."""
     trainer = TRAINERS.get(algorithm)
     if trainer is None:
         raise ConfigError(f"unknown algorithm {algorithm!r}; known: {', '.join(sorted(TRAINERS))}")
     special_tokens = check_special_tokens(special_tokens)
-    merge_budget(vocab_size, special_tokens)
+    learned = budget(vocab_size, special_tokens, base_size(algorithm, options))
     corpus_options = {name: options.pop(name) for name in CORPUS_OPTIONS if name in options}
     accepted = inspect.signature(trainer).parameters
-    unknown = sorted(name for name in options if name not in accepted)
+    unknown = sorted(name for name in options if name not in accepted or name in _GIVEN)
     if unknown:
-        known = sorted(name for name in accepted if name not in ("counts", "vocab_size", "special_tokens"))
+        known = sorted(name for name in accepted if name not in _GIVEN)
         raise ConfigError(f"unknown option(s) {unknown} for algorithm {algorithm!r}; it takes {known}")
 
-    if isinstance(corpus_or_counts, WordCounts):
+    if isinstance(corpus_or_counts, PreTokenCounts):
         counts = corpus_or_counts
         if corpus_options:
-            raise ConfigError(f"{sorted(corpus_options)} only apply when reading a corpus, not WordCounts")
+            raise ConfigError(f"{sorted(corpus_options)} only apply when reading a corpus, not PreTokenCounts")
         if pattern is not _UNSET and resolve_pattern(pattern) != resolve_pattern(counts.pattern):
             raise ConfigError(
-                f"pattern {pattern!r} differs from the pattern the WordCounts were counted with "
+                f"pattern {pattern!r} differs from the pattern the PreTokenCounts were counted with "
                 f"({counts.pattern!r}); recount the corpus or leave pattern unset"
             )
     else:
@@ -81,9 +87,31 @@ def train(
         )
     return trainer(
         counts,
-        vocab_size=vocab_size,
+        budget=learned,
         special_tokens=special_tokens,
         num_threads=num_threads,
         progress=progress,
         **options,
     )
+
+
+def budget(vocab_size: int, special_tokens: Sequence[str], base: int) -> int:
+    """The budget K: how many tokens a trainer may learn when a vocabulary of `vocab_size` ids
+    holds `base` tokens before learning (the 256 bytes; see `base_size`) and the special tokens.
+    `vocab_size = base + len(special_tokens) + K`."""
+    minimum = base + len(special_tokens)
+    if not is_integer(vocab_size) or vocab_size < minimum:
+        raise ConfigError(
+            f"vocab_size must be an integer of at least {minimum} ({base} byte tokens + "
+            f"{len(special_tokens)} special tokens), got {vocab_size!r}"
+        )
+    return int(vocab_size) - minimum
+
+
+def base_size(algorithm: str, options: dict[str, Any]) -> int:
+    """Tokens every vocabulary of `algorithm` with `options` holds before learning: the 256
+    bytes, and for WordPiece with a continuation marker the 256 bytes again as continuations."""
+    if algorithm == "wordpiece":
+        marker = options.get("continuation_marker", wordpiece.CONTINUATION_MARKER)
+        return wordpiece.base_size(marker)
+    return 256

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any, Sequence
 from tqdm.auto import tqdm
 
 from polytok import _core
-from polytok.counts import WordCounts
+from polytok.counts import PreTokenCounts
 from polytok.errors import ConfigError, CorpusError
 
 if TYPE_CHECKING:
@@ -25,7 +25,7 @@ PROGRESS_EVERY = 256
 
 
 def learn_merges(
-    counts: WordCounts,
+    counts: PreTokenCounts,
     num_merges: int,
     *,
     min_frequency: int = 1,
@@ -51,7 +51,7 @@ def learn_merges(
                 progress_every=PROGRESS_EVERY,
             )
         except ValueError as error:
-            raise ConfigError(f"invalid WordCounts arrays: {error}") from None
+            raise ConfigError(f"invalid PreTokenCounts arrays: {error}") from None
     merges = [(int(left), int(right)) for left, right in merge_array.tolist()]
     vocab = [bytes([b]) for b in range(256)]
     for left, right in merges:
@@ -60,44 +60,33 @@ def learn_merges(
 
 
 def train_bpe(
-    counts: WordCounts,
+    counts: PreTokenCounts,
     *,
-    vocab_size: int,
+    budget: int,
     special_tokens: Sequence[str] = (),
     min_frequency: int = 1,
     num_threads: int | None = None,
     progress: bool = True,
 ) -> "Tokenizer":
-    """Train a byte-level BPE tokeniser of at most `vocab_size` tokens (bytes + merges + special
-    tokens) on counted pre-tokens; the tokeniser keeps the pattern the counts were made with."""
-    special_tokens = check_special_tokens(special_tokens)
-    num_merges = merge_budget(vocab_size, special_tokens)
+    """Train a byte-level BPE tokeniser of at most `budget` merges (the 256 bytes, the merges,
+    then the special tokens) on counted pre-tokens; the tokeniser keeps the pattern the counts
+    were made with."""
+    special_tokens = list(special_tokens)
     if len(counts) == 0:
-        raise CorpusError("the word counts are empty: there is no text to train on")
+        raise CorpusError("the pre-token counts are empty: there is no text to train on")
     vocab, merges, merge_counts = learn_merges(
-        counts, num_merges, min_frequency=min_frequency, num_threads=num_threads, progress=progress
+        counts, budget, min_frequency=min_frequency, num_threads=num_threads, progress=progress
     )
     training = {
-        "vocab_size": int(vocab_size),
+        "budget": int(budget),
         "min_frequency": min_frequency,
         "merges": len(merges),
-        "stopped_early": len(merges) < num_merges,
+        "stopped_early": len(merges) < budget,
         "last_merge_count": merge_counts[-1] if merge_counts else None,
         "unique_pre_tokens": len(counts),
         "pre_tokens": int(counts.counts.sum(dtype="uint64")),
     }
     return build_tokenizer(vocab, merges, counts.pattern, special_tokens, training)
-
-
-def merge_budget(vocab_size: int, special_tokens: Sequence[str]) -> int:
-    """The number of merges that `vocab_size` leaves after the 256 bytes and the special tokens."""
-    minimum = 256 + len(special_tokens)
-    if not is_integer(vocab_size) or vocab_size < minimum:
-        raise ConfigError(
-            f"vocab_size must be an integer of at least {minimum} (256 bytes + "
-            f"{len(special_tokens)} special tokens), got {vocab_size!r}"
-        )
-    return int(vocab_size) - minimum
 
 
 def is_integer(value: Any) -> bool:

@@ -17,36 +17,18 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-
-from polytok import _core
-from polytok.counts import WordCounts
+from polytok.certify import Certificate
+from polytok.counts import PreTokenCounts
 from polytok.errors import ConfigError
-from polytok.lp import Relaxation, TokenisationGraph, relax
+from polytok.lp.bound import shortest_path_tokens, single_bytes
+from polytok.lp.graph import TokenisationGraph
+from polytok.lp.relax import Relaxation, default_initial_colours, relax
 
 if TYPE_CHECKING:
     from polytok.tokenizer import Tokenizer
 
 ROUNDINGS = ("det", "bias", "int", "price")
 INTEGRAL_TOLERANCE = 1e-3
-
-
-def default_initial_colours(budget: int) -> int:
-    """Colours in the first LP of column generation, of largest potential saving: about as many
-    as the optimum uses, 4K at small K, 8192 from K=2048, 1.5K from K=5462 (on the 1 MB
-    benchmark c > 0 on 1.5K colours at K=8192). Fewer leave the first LP's duals overpricing
-    most colours, more only make both solves slower."""
-    return max(1024, min(4 * budget, max(8192, 3 * budget // 2)))
-
-
-def single_bytes() -> list[bytes]:
-    return [bytes([b]) for b in range(256)]
-
-
-def shortest_path_tokens(vocabulary: list[bytes], counts: WordCounts) -> int:
-    """Total tokens of the counted corpus when every pre-token is cut into the fewest tokens of
-    `vocabulary` (which must hold the 256 single bytes)."""
-    segmenter = _core.ShortestPathSegmenter(vocabulary)
-    return int(segmenter.count_words(counts.data, counts.offsets, counts.counts))
 
 
 def round_colours(
@@ -92,7 +74,7 @@ class ConvexFit:
 
 
 def fit_convex(
-    counts: WordCounts,
+    counts: PreTokenCounts,
     budget: int,
     *,
     roundings: tuple[str, ...] = ("det",),
@@ -158,9 +140,9 @@ def _add_price_rounding(prices, relaxation, budget, counts, vocabularies, tokens
 
 
 def train_convex(
-    counts: WordCounts,
+    counts: PreTokenCounts,
     *,
-    vocab_size: int,
+    budget: int,
     special_tokens: list[str] | None = None,
     rounding: str = "det",
     solver: str = "auto",
@@ -173,18 +155,12 @@ def train_convex(
     num_threads: int | None = None,
     progress: bool = False,
 ) -> "Tokenizer":
-    """Trains a ConvexTok tokeniser of `vocab_size` ids (256 bytes + K learned + specials) and
-    attaches its certificate (bound, gap, solver status) to it. By default the first LP holds
-    the 4K colours of largest potential saving and `rounds` of column generation add the
-    colours that would lower it (initial_colours=None: every colour from the start)."""
-    from polytok.certify import Certificate
-
+    """Trains a ConvexTok tokeniser of the 256 bytes, `budget` learned tokens and the special
+    tokens, and attaches its certificate (bound, gap, solver status) to it. By default the first
+    LP holds the colours of largest potential saving (`default_initial_colours`) and `rounds` of
+    column generation add the colours that would lower it (initial_colours=None: every colour
+    from the start)."""
     special_tokens = list(special_tokens or [])
-    budget = vocab_size - 256 - len(special_tokens)
-    if budget < 0:
-        raise ConfigError(
-            f"vocab_size={vocab_size} is below 256 bytes + {len(special_tokens)} special tokens"
-        )
     if initial_colours == "auto":
         initial_colours = default_initial_colours(budget)
     fit = fit_convex(

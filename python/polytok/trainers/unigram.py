@@ -6,7 +6,7 @@ pieces whose removal costs least likelihood, by `shrinking_factor` per round, un
 size is reached. The 256 bytes always stay. Encoding is the `viterbi` segmenter, which also
 samples segmentations (subword regularisation) and lists the n best.
 
-`vocab_size = 256 + len(special_tokens) + K`; learned pieces take ids 256.. by decreasing score.
+For a budget of K pieces, learned pieces take ids 256.. by decreasing score, special tokens follow.
 """
 from __future__ import annotations
 
@@ -15,26 +15,15 @@ from typing import TYPE_CHECKING, Sequence
 from tqdm.auto import tqdm
 
 from polytok import _core
-from polytok.counts import WordCounts
+from polytok.counts import PreTokenCounts
 from polytok.errors import ConfigError, CorpusError
 
 if TYPE_CHECKING:
     from polytok.tokenizer import Tokenizer
 
 
-def unigram_budget(vocab_size: int, special_tokens: Sequence[str]) -> int:
-    """The number of pieces beyond the 256 bytes and the special tokens."""
-    minimum = 256 + len(special_tokens)
-    if not isinstance(vocab_size, int) or isinstance(vocab_size, bool) or vocab_size < minimum:
-        raise ConfigError(
-            f"vocab_size must be an integer of at least {minimum} (256 bytes + "
-            f"{len(special_tokens)} special tokens), got {vocab_size!r}"
-        )
-    return vocab_size - minimum
-
-
 def learn_unigram(
-    counts: WordCounts,
+    counts: PreTokenCounts,
     budget: int,
     *,
     seed_size: int = 1_000_000,
@@ -70,9 +59,9 @@ def learn_unigram(
 
 
 def train_unigram(
-    counts: WordCounts,
+    counts: PreTokenCounts,
     *,
-    vocab_size: int,
+    budget: int,
     special_tokens: Sequence[str] = (),
     seed_size: int = 1_000_000,
     max_piece_bytes: int = 16,
@@ -81,19 +70,18 @@ def train_unigram(
     num_threads: int | None = None,
     progress: bool = True,
 ) -> "Tokenizer":
-    """Train a Unigram tokeniser (the `viterbi` segmenter) with SentencePiece's defaults;
-    `progress` shows a bar of EM rounds."""
+    """Train a Unigram tokeniser (the `viterbi` segmenter) of at most `budget` pieces beyond the
+    256 bytes, with SentencePiece's defaults; `progress` shows a bar of EM rounds."""
     special_tokens = list(special_tokens)
-    budget = unigram_budget(vocab_size, special_tokens)
     if len(counts) == 0:
-        raise CorpusError("the word counts are empty: there is no text to train on")
+        raise CorpusError("the pre-token counts are empty: there is no text to train on")
     vocab, scores, history = learn_unigram(
         counts, budget, seed_size=seed_size, max_piece_bytes=max_piece_bytes,
         shrinking_factor=shrinking_factor, sub_iterations=sub_iterations, num_threads=num_threads,
         progress=progress,
     )
     training = {
-        "vocab_size": vocab_size,
+        "budget": budget,
         "seed_size": seed_size,
         "max_piece_bytes": max_piece_bytes,
         "shrinking_factor": shrinking_factor,

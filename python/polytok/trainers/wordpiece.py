@@ -4,11 +4,12 @@ The score prefers pairs that occur together more often than their parts' own fre
 predict (pointwise mutual information), not merely often. Encoding is the `longest_match`
 segmenter: no merge list is kept, each position takes the longest token that fits.
 
-Vocabulary accounting: ids 0..255 are the 256 bytes as word-initial tokens. With a continuation
-marker (default "##") ids 256..511 are the same bytes as continuation tokens, spelled
-b"##" + byte, so nothing is ever unknown; learned tokens follow, then special tokens. So
-`vocab_size = 256 + 256 (with a marker) + len(special_tokens) + K` for K learned tokens. Without
-a marker (`continuation_marker=None`) tokens carry no position and the base is 256 bytes.
+Vocabulary accounting: ids 0..255 are the 256 bytes as tokens that begin a pre-token. With a
+continuation marker (default "##") ids 256..511 are the same bytes as continuation tokens,
+spelled b"##" + byte, so nothing is ever unknown; learned tokens follow, then special tokens. So
+the base (`base_size`) is 512 tokens and `vocab_size = 512 + len(special_tokens) + K` for a
+budget of K learned tokens. Without a marker (`continuation_marker=None`) tokens carry no
+position and the base is the 256 bytes.
 
 The score rewards pairs whose parts are rare: two byte sequences seen once, always together,
 score 1, the maximum, while " t"+"he" scores tiny. On real text at the default
@@ -23,11 +24,15 @@ from typing import TYPE_CHECKING, Sequence
 from tqdm.auto import tqdm
 
 from polytok import _core
-from polytok.counts import WordCounts
+from polytok.counts import PreTokenCounts
 from polytok.errors import ConfigError, CorpusError
 
 if TYPE_CHECKING:
     from polytok.tokenizer import Tokenizer
+
+
+CONTINUATION_MARKER = "##"
+"""The default continuation marker, BERT's."""
 
 
 def base_size(continuation_marker: str | None) -> int:
@@ -35,22 +40,10 @@ def base_size(continuation_marker: str | None) -> int:
     return 512 if continuation_marker else 256
 
 
-def wordpiece_budget(vocab_size: int, special_tokens: Sequence[str], continuation_marker: str | None) -> int:
-    """The number of tokens WordPiece may learn within `vocab_size` (see the module docstring)."""
-    minimum = base_size(continuation_marker) + len(special_tokens)
-    if not isinstance(vocab_size, int) or isinstance(vocab_size, bool) or vocab_size < minimum:
-        roles = "256 bytes word-initially and 256 as continuations" if continuation_marker else "256 bytes"
-        raise ConfigError(
-            f"vocab_size must be an integer of at least {minimum} for WordPiece ({roles} + "
-            f"{len(special_tokens)} special tokens), got {vocab_size!r}"
-        )
-    return vocab_size - minimum
-
-
 def learn_wordpiece(
-    counts: WordCounts,
+    counts: PreTokenCounts,
     budget: int,
-    continuation_marker: str | None = "##",
+    continuation_marker: str | None = CONTINUATION_MARKER,
     min_frequency: int = 1,
     progress: bool = False,
 ) -> tuple[list[bytes], list[tuple[int, int, int]]]:
@@ -70,25 +63,25 @@ def learn_wordpiece(
 
 
 def train_wordpiece(
-    counts: WordCounts,
+    counts: PreTokenCounts,
     *,
-    vocab_size: int,
+    budget: int,
     special_tokens: Sequence[str] = (),
-    continuation_marker: str | None = "##",
+    continuation_marker: str | None = CONTINUATION_MARKER,
     min_frequency: int = 1,
     num_threads: int | None = None,
     progress: bool = True,
 ) -> "Tokenizer":
-    """Train a WordPiece tokeniser (the `longest_match` segmenter) on counted pre-tokens, with a
-    progress bar of learned tokens. Training is one sequential loop, so `num_threads` is accepted
-    for the common trainer interface and has no effect."""
+    """Train a WordPiece tokeniser (the `longest_match` segmenter) of at most `budget` learned
+    tokens on counted pre-tokens, with a progress bar of learned tokens. Training is one
+    sequential loop, so `num_threads` is accepted for the common trainer interface and has no
+    effect."""
     special_tokens = list(special_tokens)
-    budget = wordpiece_budget(vocab_size, special_tokens, continuation_marker)
     if len(counts) == 0:
-        raise CorpusError("the word counts are empty: there is no text to train on")
+        raise CorpusError("the pre-token counts are empty: there is no text to train on")
     vocab, merges = learn_wordpiece(counts, budget, continuation_marker, min_frequency, progress)
     training = {
-        "vocab_size": vocab_size,
+        "budget": budget,
         "continuation_marker": continuation_marker,
         "min_frequency": min_frequency,
         "learned_tokens": len(vocab) - base_size(continuation_marker),

@@ -7,28 +7,30 @@ import numpy as np
 import pytest
 import scipy.sparse
 
-from polytok.counts import WordCounts
-from polytok.lp import TokenisationGraph, certify_on_full_graph, lagrangian, matrix_bound, relax, solve
-from polytok.lp.graph import LinearProgram
+from polytok.counts import PreTokenCounts
+from polytok.lp.bound import certify_on_full_graph, lagrangian, matrix_bound
+from polytok.lp.graph import LinearProgram, TokenisationGraph
+from polytok.lp.relax import relax
+from polytok.lp.solvers import solve
 from polytok.pretokenize import PreTokenizer
 
 
-def random_counts(seed: int) -> WordCounts:
+def random_counts(seed: int) -> PreTokenCounts:
     rng = random.Random(seed)
     words = {}
     for _ in range(rng.randint(2, 12)):
         word = bytes(rng.choice(b"abcd") for _ in range(rng.randint(1, 7)))
         words[word] = rng.randint(1, 5)
-    return WordCounts.from_dict(words)
+    return PreTokenCounts.from_dict(words)
 
 
-def excerpt_counts(size: int) -> WordCounts:
+def excerpt_counts(size: int) -> PreTokenCounts:
     splitter = PreTokenizer("cl100k")
     counter = collections.Counter()
     for name in ("handbook-en-US.txt", "handbook-es-ES.txt", "python-textwrap.py.txt"):
         with open(f"tests/data/{name}", encoding="utf-8") as handle:
             counter.update(splitter.split(handle.read()[:size]))
-    return WordCounts.from_dict(counter, "cl100k")
+    return PreTokenCounts.from_dict(counter, "cl100k")
 
 
 @pytest.mark.parametrize("seed", range(20))

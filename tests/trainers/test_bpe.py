@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 import polytok
 from polytok import _core
-from polytok.counts import WordCounts
+from polytok.counts import PreTokenCounts
 from polytok.errors import ConfigError, CorpusError
 from polytok.pretokenize import PreTokenizer
 from polytok.trainers import train
@@ -21,8 +21,7 @@ from polytok.trainers.bpe import learn_merges, train_bpe
 
 sys.path.insert(0, str(Path(__file__).parent))
 import reference_bpe  # noqa: E402
-
-DATA = Path(__file__).parent / "data"
+from conftest import DATA  # noqa: E402
 
 
 def pretokenized(names: list[str], limit: int) -> dict[bytes, int]:
@@ -35,7 +34,7 @@ def pretokenized(names: list[str], limit: int) -> dict[bytes, int]:
 
 
 def learn(counts: dict[bytes, int], num_merges: int, **options):
-    return learn_merges(WordCounts.from_dict(counts), num_merges, progress=False, **options)
+    return learn_merges(PreTokenCounts.from_dict(counts), num_merges, progress=False, **options)
 
 
 # --- agreement with the naive algorithm -------------------------------------------------------
@@ -113,7 +112,7 @@ def test_merges_equal_the_naive_reference_on_real_text(names):
 
 
 def test_same_merges_with_one_and_two_threads():
-    counts = WordCounts.from_dict(pretokenized(sorted(p.name for p in DATA.glob("*.txt")), 10**6))
+    counts = PreTokenCounts.from_dict(pretokenized(sorted(p.name for p in DATA.glob("*.txt")), 10**6))
     runs = [
         _core.bpe_train(counts.data, counts.offsets, counts.counts, 3000, num_threads=threads)
         for threads in (1, 2, None)
@@ -139,7 +138,7 @@ def test_training_runs_out_of_pairs():
 
 
 def test_progress_reports_every_block_of_merges_and_the_end():
-    counts = WordCounts.from_dict(pretokenized(["kjv.txt"], 20000))
+    counts = PreTokenCounts.from_dict(pretokenized(["kjv.txt"], 20000))
     seen: list[int] = []
     merges, _ = _core.bpe_train(counts.data, counts.offsets, counts.counts, 600, progress=seen.append, progress_every=300)
     assert seen == [300, 600] and len(merges) == 600
@@ -149,7 +148,7 @@ def test_progress_reports_every_block_of_merges_and_the_end():
 
 
 def test_an_exception_in_progress_stops_training_and_propagates():
-    counts = WordCounts.from_dict(pretokenized(["kjv.txt"], 20000))
+    counts = PreTokenCounts.from_dict(pretokenized(["kjv.txt"], 20000))
 
     def interrupt(done: int) -> None:
         raise KeyboardInterrupt
@@ -162,7 +161,7 @@ def test_progress_bar_shows_and_does_not_change_the_result(capsys):
     counts = pretokenized(["kjv.txt"], 5000)
     quiet = learn(counts, 300)
     assert capsys.readouterr().err == ""
-    assert learn_merges(WordCounts.from_dict(counts), 300, progress=True) == quiet
+    assert learn_merges(PreTokenCounts.from_dict(counts), 300, progress=True) == quiet
     assert "BPE merges" in capsys.readouterr().err
 
 
@@ -185,8 +184,8 @@ def recording_tokenizer(monkeypatch):
 
 
 def test_train_bpe_builds_a_merges_tokenizer_with_specials_last(recording_tokenizer):
-    counts = WordCounts.from_dict({b"hello": 4, b" world": 3, b"!": 1}, pattern="gpt2")
-    tokenizer = train_bpe(counts, vocab_size=256 + 3 + 2, special_tokens=["<|a|>", "<|b|>"], progress=False)
+    counts = PreTokenCounts.from_dict({b"hello": 4, b" world": 3, b"!": 1}, pattern="gpt2")
+    tokenizer = train_bpe(counts, budget=3, special_tokens=["<|a|>", "<|b|>"], progress=False)
     # (h,e), (e,l), (l,l), (l,o) all occur 4 times: (e,l) is the smallest; then (h,el) and (l,o)
     # tie at 4 and h < l.
     assert tokenizer.vocab[256:] == [b"el", b"hel", b"lo"]
@@ -198,14 +197,14 @@ def test_train_bpe_builds_a_merges_tokenizer_with_specials_last(recording_tokeni
 
 
 def test_special_ids_follow_the_learned_tokens_when_training_stops_early(recording_tokenizer):
-    counts = WordCounts.from_dict({b"ab": 1})
-    tokenizer = train_bpe(counts, vocab_size=1000, special_tokens=["<s>"], progress=False)
+    counts = PreTokenCounts.from_dict({b"ab": 1})
+    tokenizer = train_bpe(counts, budget=1000 - 257, special_tokens=["<s>"], progress=False)
     assert len(tokenizer.vocab) == 257 and tokenizer.fields["special_tokens"] == {"<s>": 257}
     assert tokenizer.fields["training"]["stopped_early"] is True
 
 
 def test_train_uses_the_counts_and_their_pattern(recording_tokenizer):
-    counts = WordCounts.from_dict({b"abab": 2}, pattern=polytok.pretokenize.PRESETS["cl100k"])
+    counts = PreTokenCounts.from_dict({b"abab": 2}, pattern=polytok.pretokenize.PRESETS["cl100k"])
     tokenizer = train(counts, vocab_size=np.int64(258), min_frequency=np.uint8(1), progress=False)
     assert tokenizer.vocab[256:] == [b"ab", b"abab"]
     # The same pattern named by its preset is not a conflict.
@@ -217,7 +216,7 @@ def test_train_counts_a_corpus_with_the_pattern_and_special_tokens(recording_tok
 
     def count(corpus, **options):
         calls.append((corpus, options))
-        return WordCounts.from_dict({b"xyxy": 1}, pattern=options["pattern"])
+        return PreTokenCounts.from_dict({b"xyxy": 1}, pattern=options["pattern"])
 
     monkeypatch.setattr(polytok, "count", count, raising=False)
     tokenizer = train(["some text"], vocab_size=260, pattern="gpt2", special_tokens=["<s>"], progress=False,
@@ -228,13 +227,12 @@ def test_train_counts_a_corpus_with_the_pattern_and_special_tokens(recording_tok
 
 
 def test_trained_tokenizer_cuts_each_pre_token_as_training_left_it():
-    # Runs once polytok.tokenizer exists: encoding replays the merges, and must give every
-    # training pre-token the pieces the naive training loop ended with.
-    pytest.importorskip("polytok.tokenizer")
+    # Encoding replays the merges, and must give every training pre-token the pieces the naive
+    # training loop ended with.
     names = ["kjv.txt", "handbook-fr-FR.txt", "handbook-zh-CN.txt"]
     text = b"".join((DATA / name).read_bytes()[:8000] for name in names)
     pieces = Counter(PreTokenizer("cl100k").split(text))
-    tokenizer = train(WordCounts.from_dict(pieces, pattern="cl100k"), vocab_size=957,
+    tokenizer = train(PreTokenCounts.from_dict(pieces, pattern="cl100k"), vocab_size=957,
                       special_tokens=["<|endoftext|>"], progress=False)
     assert tokenizer.vocab_size == 957 and tokenizer.special_tokens == {"<|endoftext|>": 956}
     words = {tuple(word): count for word, count in pieces.items()}
@@ -249,7 +247,7 @@ def test_trained_tokenizer_cuts_each_pre_token_as_training_left_it():
 
 # --- bad input ----------------------------------------------------------------------------------
 
-SMALL = WordCounts.from_dict({b"abc": 1}, pattern="cl100k")
+SMALL = PreTokenCounts.from_dict({b"abc": 1}, pattern="cl100k")
 
 
 @pytest.mark.parametrize(
@@ -278,7 +276,7 @@ def test_bad_options_are_config_errors(call, message):
 
 def test_empty_counts_are_a_corpus_error():
     with pytest.raises(CorpusError, match="empty"):
-        train(WordCounts.from_dict({}), vocab_size=300)
+        train(PreTokenCounts.from_dict({}), vocab_size=300)
 
 
 @pytest.mark.parametrize(
@@ -290,6 +288,6 @@ def test_empty_counts_are_a_corpus_error():
     ],
 )
 def test_inconsistent_word_count_arrays_are_rejected(offsets, counts, message):
-    broken = WordCounts(b"abcd", np.array(offsets), np.array(counts))
+    broken = PreTokenCounts(b"abcd", np.array(offsets), np.array(counts))
     with pytest.raises(ConfigError, match=message):
         learn_merges(broken, 10, progress=False)

@@ -8,11 +8,12 @@ import numpy as np
 import pytest
 import scipy.sparse
 
-from polytok.counts import WordCounts
+from polytok.counts import PreTokenCounts
 from polytok.errors import ConfigError
-from polytok.lp import TokenisationGraph, solve
+from polytok.lp.graph import TokenisationGraph
+from polytok.lp.solvers import solve
 
-PAPER = WordCounts.from_dict({w: 1 for w in [b"abc", b"abd", b"abe", b"bc", b"bd", b"be"]})
+PAPER = PreTokenCounts.from_dict({w: 1 for w in [b"abc", b"abd", b"abe", b"bc", b"bd", b"be"]})
 
 
 def naive_optimum(words: dict[bytes, int], budget: int, allowed=lambda token: True) -> float:
@@ -100,7 +101,7 @@ def test_paper_example_graph_and_optimum():
 def test_reductions_preserve_the_lp_optimum(seed):
     rng = random.Random(seed)
     words = random_words(rng)
-    counts = WordCounts.from_dict(words)
+    counts = PreTokenCounts.from_dict(words)
     budget = rng.randint(0, 4)
     min_frequency = rng.choice([1, 1, 2, 3])
     graph = TokenisationGraph(counts)
@@ -120,7 +121,7 @@ def test_reductions_preserve_the_lp_optimum(seed):
 def test_merging_and_contraction_shrink_the_lp():
     # Only "ab" (frequency 11) survives the cut; "xab", "yab" and "zzab" then share the
     # segment "ab", whose graph merges, and the one-byte segments become constants.
-    counts = WordCounts.from_dict({b"xab": 5, b"yab": 5, b"zzab": 1})
+    counts = PreTokenCounts.from_dict({b"xab": 5, b"yab": 5, b"zzab": 1})
     lp = TokenisationGraph(counts).linear_program(1, min_frequency=6)
     assert lp.num_segments == 1 and lp.num_colours == 1
     assert lp.constant == 5 + 5 + 2  # x, y and the two one-byte segments of "zzab"
@@ -130,7 +131,7 @@ def test_merging_and_contraction_shrink_the_lp():
 
 
 def test_max_token_bytes_caps_colours():
-    counts = WordCounts.from_dict({b"abcdef": 2, b"abcd": 1})
+    counts = PreTokenCounts.from_dict({b"abcdef": 2, b"abcd": 1})
     graph = TokenisationGraph(counts, max_token_bytes=3)
     assert graph.colour_lengths.max() == 3
     assert "of at most 3 bytes" in graph.covers(10)
@@ -144,7 +145,7 @@ def test_max_token_bytes_caps_colours():
 def test_no_python_loop_needed_for_real_text():
     text = open("tests/data/handbook-en-US.txt", encoding="utf-8").read()[:5000]
     words = collections.Counter(text.split(" "))
-    counts = WordCounts.from_dict({w.encode(): c for w, c in words.items() if w})
+    counts = PreTokenCounts.from_dict({w.encode(): c for w, c in words.items() if w})
     graph = TokenisationGraph(counts)
     lp = graph.linear_program(50, min_frequency=2)
     rows, columns = lp.shape

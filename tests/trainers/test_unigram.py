@@ -7,7 +7,6 @@ import itertools
 import math
 import random
 from collections import Counter
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
@@ -15,13 +14,14 @@ from scipy.stats import chisquare
 
 import polytok
 from polytok import _core
-from polytok.counts import WordCounts
+from polytok.counts import PreTokenCounts
 from polytok.errors import ConfigError, DecodeError, EncodeError
 from polytok.pretokenize import PreTokenizer
 from polytok.tokenizer import Tokenizer
-from polytok.trainers.unigram import learn_unigram, unigram_budget
+from polytok.trainers import budget
+from polytok.trainers.unigram import learn_unigram, train_unigram
 
-DATA = Path(__file__).parent / "data"
+from conftest import DATA
 BYTES = [bytes([b]) for b in range(256)]
 
 
@@ -110,9 +110,9 @@ def test_sampling_frequencies_match_lattice_probabilities(alpha):
     assert result.pvalue > 1e-3, (observed, expected)
 
 
-def corpus_counts(name: str, limit: int | None = None) -> WordCounts:
+def corpus_counts(name: str, limit: int | None = None) -> PreTokenCounts:
     text = (DATA / name).read_bytes()[:limit]
-    return WordCounts.from_dict(Counter(PreTokenizer("cl100k").split(text)))
+    return PreTokenCounts.from_dict(Counter(PreTokenizer("cl100k").split(text)))
 
 
 def test_maximum_likelihood_em_never_lowers_the_likelihood():
@@ -254,16 +254,14 @@ def test_special_tokens_unsupported_options_and_bad_models():
     with pytest.raises(ConfigError, match="finite"):
         unigram(BYTES, [-1.0] * 255 + [float("nan")])
     with pytest.raises(ConfigError):
-        unigram_budget(256, ["<s>"])
+        budget(256, ["<s>"], 256)
     with pytest.raises(ConfigError, match="shrinking_factor"):
         learn_unigram(corpus_counts("kjv.txt", 1000), 10, shrinking_factor=1.0)
 
 
 def test_train_unigram_returns_a_tokenizer_that_round_trips():
-    from polytok.trainers.unigram import train_unigram
-
     counts = corpus_counts("kjv.txt", 100000)
-    tokenizer = train_unigram(counts, vocab_size=600, special_tokens=["<|end|>"])
+    tokenizer = train_unigram(counts, budget=600 - 256 - 1, special_tokens=["<|end|>"])
     assert tokenizer.vocab_size == 600 and tokenizer.special_tokens == {"<|end|>": 599}
     text = "And God said, Let there be light: and there was light.<|end|>"
     ids = tokenizer.encode(text, allowed_special="all")
@@ -272,7 +270,7 @@ def test_train_unigram_returns_a_tokenizer_that_round_trips():
 
 
 def test_training_shows_a_progress_bar_of_em_rounds(capsys):
-    texts = [(Path(__file__).parent / "data" / "kjv.txt").read_text()]
+    texts = [(DATA / "kjv.txt").read_text()]
     polytok.train(polytok.texts(texts), algorithm="unigram", vocab_size=400, progress=True)
     assert "Unigram EM" in capsys.readouterr().err
     polytok.train(polytok.texts(texts), algorithm="unigram", vocab_size=400, progress=False)

@@ -12,11 +12,14 @@ import pytest
 
 import polytok
 from polytok.certify import Certificate
-from polytok.counts import WordCounts
+from polytok.counts import PreTokenCounts
 from polytok.errors import ConfigError
-from polytok.lp import TokenisationGraph, lagrangian, relax, solve
+from polytok.lp.bound import lagrangian
 from polytok.lp.dual import dual_ascent, temperatures
-from tests.test_bound import excerpt_counts, random_counts
+from polytok.lp.graph import TokenisationGraph
+from polytok.lp.relax import relax
+from polytok.lp.solvers import solve
+from test_bound import excerpt_counts, random_counts
 
 
 def paths(length: int):
@@ -78,7 +81,7 @@ def test_soft_paths_in_lockstep_groups_match_enumeration(tau):
     for length, number in ((5, 11), (3, 4), (1, 2), (9, 1), (2, 6)):
         while sum(len(w) == length for w in words) < number:
             words[bytes(int(v) for v in rng.choice(list(b"abc"), length))] = int(rng.integers(1, 6))
-    counts = WordCounts.from_dict(words)
+    counts = PreTokenCounts.from_dict(words)
     graph = TokenisationGraph(counts)
     prices = rng.random(graph.num_edges) * 3
     prices[rng.random(graph.num_edges) < 0.3] *= 50
@@ -208,11 +211,12 @@ def test_stages_run_on_while_the_bound_rises():
     assert never[0].objective == base[0].objective
 
 
+REPOSITORY = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 DETERMINISM = """
 import hashlib, sys
-from polytok.lp import TokenisationGraph
 from polytok.lp.dual import dual_ascent
-from tests.test_bound import excerpt_counts
+from polytok.lp.graph import TokenisationGraph
+from tests.lp.test_bound import excerpt_counts
 graph = TokenisationGraph(excerpt_counts(8000))
 solution, values, stages = dual_ascent(graph, 48, tolerance=1e-3, extend=10, gain=1e-4)
 # More variables than one chunk of the parallel L-BFGS vector work (8,192).
@@ -227,7 +231,7 @@ def test_dual_ascent_does_not_depend_on_the_thread_count():
     for threads in ("1", "2", "3"):
         env = dict(os.environ, RAYON_NUM_THREADS=threads)
         result = subprocess.run([sys.executable, "-c", DETERMINISM], env=env, capture_output=True, text=True,
-                                check=True, cwd=os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+                                check=True, cwd=REPOSITORY)
         outputs.add(result.stdout)
     assert len(outputs) == 1
 

@@ -2,9 +2,10 @@
 import numpy as np
 import pytest
 
-from polytok.lp import TokenisationGraph, carry_over, relax, saved_point, solve
 from polytok.lp.bound import matrix_bound
-from polytok.lp.solvers import _residuals
+from polytok.lp.graph import TokenisationGraph
+from polytok.lp.relax import carry_over, relax, saved_point
+from polytok.lp.solvers import _residuals, solve
 from test_bound import excerpt_counts
 
 

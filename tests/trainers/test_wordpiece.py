@@ -5,19 +5,19 @@ from __future__ import annotations
 import random
 from collections import Counter
 from fractions import Fraction
-from pathlib import Path
 
 import pytest
 from hypothesis import given, settings, strategies as st
 
 import polytok
-from polytok.counts import WordCounts
+from polytok.counts import PreTokenCounts
 from polytok.errors import ConfigError
 from polytok.pretokenize import PreTokenizer
 from polytok.tokenizer import Tokenizer
-from polytok.trainers.wordpiece import learn_wordpiece, wordpiece_budget
+from polytok.trainers import base_size, budget
+from polytok.trainers.wordpiece import learn_wordpiece, train_wordpiece
 
-DATA = Path(__file__).parent / "data"
+from conftest import DATA
 
 
 def naive_wordpiece(counts: dict[bytes, int], budget: int, marker: bytes | None, min_frequency: int = 1):
@@ -101,7 +101,7 @@ corpora = st.dictionaries(
 @given(corpora, st.integers(0, 30), st.sampled_from([b"##", b"#", None]), st.sampled_from([1, 1, 3, 8]))
 def test_trainer_equals_naive_reference(counts, budget, marker, min_frequency):
     expected = naive_wordpiece(counts, budget, marker, min_frequency)
-    got = learn_wordpiece(WordCounts.from_dict(counts), budget, marker.decode() if marker else None, min_frequency)
+    got = learn_wordpiece(PreTokenCounts.from_dict(counts), budget, marker.decode() if marker else None, min_frequency)
     assert got == expected
 
 
@@ -109,19 +109,19 @@ def test_trainer_equals_naive_reference_on_real_text():
     text = (DATA / "handbook-fr-FR.txt").read_bytes()[:6000]
     counts = Counter(PreTokenizer("cl100k").split(text))
     expected = naive_wordpiece(counts, 60, b"##")
-    assert learn_wordpiece(WordCounts.from_dict(counts), 60, "##") == expected
+    assert learn_wordpiece(PreTokenCounts.from_dict(counts), 60, "##") == expected
 
 
 def test_score_prefers_informative_pairs_over_frequent_ones():
     # 'e'+'n' is the most frequent pair but both letters are everywhere; 'q'+'u' always co-occur.
     counts = {b"en": 10, b"ene": 10, b"ne": 10, b"qu": 2, b"e": 30, b"n": 30}
-    vocab, merges = learn_wordpiece(WordCounts.from_dict(counts), 1, None)
+    vocab, merges = learn_wordpiece(PreTokenCounts.from_dict(counts), 1, None)
     assert vocab[256:] == [b"qu"]
 
 
 def test_vocab_layout_and_marker_rule():
     text = (DATA / "handbook-en-US.txt").read_bytes()
-    counts = WordCounts.from_dict(Counter(PreTokenizer("cl100k").split(text)))
+    counts = PreTokenCounts.from_dict(Counter(PreTokenizer("cl100k").split(text)))
     vocab, _ = learn_wordpiece(counts, 500, "##")
     assert vocab[:256] == [bytes([b]) for b in range(256)]
     assert vocab[256:512] == [b"##" + bytes([b]) for b in range(256)]
@@ -143,7 +143,7 @@ def wordpiece(vocab: list[bytes], marker: str | None, pattern: str | None = None
 def trained_model(marker: str | None) -> tuple[list[bytes], Tokenizer, Tokenizer]:
     """The vocabulary, its tokeniser with cl100k and a special token, and one without a split."""
     text = (DATA / "handbook-es-ES.txt").read_bytes()
-    counts = WordCounts.from_dict(Counter(PreTokenizer("cl100k").split(text)))
+    counts = PreTokenCounts.from_dict(Counter(PreTokenizer("cl100k").split(text)))
     vocab, _ = learn_wordpiece(counts, 400, marker)
     return vocab, wordpiece(vocab, marker, "cl100k", {"<|end|>": len(vocab)}), wordpiece(vocab, marker)
 
@@ -194,35 +194,34 @@ def test_vocab_without_every_byte_is_rejected():
 
 def test_min_frequency_changes_the_winner_and_is_checked():
     counts = {b"en": 10, b"ene": 10, b"ne": 10, b"qu": 2, b"e": 30, b"n": 30}
-    vocab, _ = learn_wordpiece(WordCounts.from_dict(counts), 1, None, min_frequency=3)
+    vocab, _ = learn_wordpiece(PreTokenCounts.from_dict(counts), 1, None, min_frequency=3)
     assert vocab[256:] in ([b"en"], [b"ne"])
     with pytest.raises(ConfigError, match="min_frequency"):
-        learn_wordpiece(WordCounts.from_dict(counts), 1, None, min_frequency=0)
+        learn_wordpiece(PreTokenCounts.from_dict(counts), 1, None, min_frequency=0)
 
 
 def test_budget_accounting():
-    assert wordpiece_budget(1000, [], "##") == 1000 - 512
-    assert wordpiece_budget(1000, ["<s>"], None) == 1000 - 257
+    assert budget(1000, [], base_size("wordpiece", {})) == 1000 - 512
+    assert budget(1000, ["<s>"], base_size("wordpiece", {"continuation_marker": None})) == 1000 - 257
     with pytest.raises(ConfigError, match="at least 513"):
-        wordpiece_budget(512, ["<s>"], "##")
+        budget(512, ["<s>"], base_size("wordpiece", {"continuation_marker": "##"}))
+    with pytest.raises(ConfigError, match="at least 513"):
+        polytok.train(PreTokenCounts.from_dict({b"ab": 1}), algorithm="wordpiece", vocab_size=512,
+                      special_tokens=["<s>"])
 
 
 def test_trainer_is_deterministic_and_fast_path_matches_on_shuffled_input():
     rng = random.Random(7)
     words = {bytes(rng.choice(b"abcde") for _ in range(rng.randint(1, 9))): rng.randint(1, 50) for _ in range(300)}
-    first = learn_wordpiece(WordCounts.from_dict(words), 80, "##")
-    second = learn_wordpiece(WordCounts.from_dict(dict(reversed(list(words.items())))), 80, "##")
+    first = learn_wordpiece(PreTokenCounts.from_dict(words), 80, "##")
+    second = learn_wordpiece(PreTokenCounts.from_dict(dict(reversed(list(words.items())))), 80, "##")
     assert first == second
 
 
 def test_train_wordpiece_returns_a_tokenizer_that_round_trips():
-    # Runs once the shared Tokenizer and the `longest_match` Encoder constructor are merged.
-    pytest.importorskip("polytok.tokenizer")
-    from polytok.trainers.wordpiece import train_wordpiece
-
-    counts = WordCounts.from_dict(Counter(PreTokenizer("cl100k").split((DATA / "kjv.txt").read_bytes()[:100000])),
+    counts = PreTokenCounts.from_dict(Counter(PreTokenizer("cl100k").split((DATA / "kjv.txt").read_bytes()[:100000])),
                                   PreTokenizer("cl100k").pattern)
-    tokenizer = train_wordpiece(counts, vocab_size=700, special_tokens=["<|end|>"])
+    tokenizer = train_wordpiece(counts, budget=700 - 512 - 1, special_tokens=["<|end|>"])
     assert tokenizer.vocab_size == 700 and tokenizer.special_tokens == {"<|end|>": 699}
     text = "In the beginning God created the heaven and the earth.<|end|>"
     ids = tokenizer.encode(text, allowed_special="all")
@@ -231,7 +230,7 @@ def test_train_wordpiece_returns_a_tokenizer_that_round_trips():
 
 
 def test_training_shows_a_progress_bar_of_learned_tokens(capsys):
-    texts = [(Path(__file__).parent / "data" / "kjv.txt").read_text()]
+    texts = [(DATA / "kjv.txt").read_text()]
     polytok.train(polytok.texts(texts), algorithm="wordpiece", vocab_size=1200, progress=True)
     assert "WordPiece tokens" in capsys.readouterr().err
     polytok.train(polytok.texts(texts), algorithm="wordpiece", vocab_size=1200, progress=False)

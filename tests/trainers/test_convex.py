@@ -10,12 +10,13 @@ from hypothesis import strategies as st
 
 import polytok
 from polytok.certify import Certificate, certify
-from polytok.counts import WordCounts
+from polytok.counts import PreTokenCounts
 from polytok.errors import ConfigError, FormatError
-from polytok.lp import TokenisationGraph, solve
-from polytok.lp.solvers import solve_integer
+from polytok.lp.bound import shortest_path_tokens, single_bytes
+from polytok.lp.graph import TokenisationGraph
+from polytok.lp.solvers import solve, solve_integer
 from polytok.pretokenize import PreTokenizer
-from polytok.trainers.convex import ROUNDINGS, fit_convex, shortest_path_tokens, single_bytes
+from polytok.trainers.convex import ROUNDINGS, fit_convex, train_convex
 
 PAPER = {w: 1 for w in [b"abc", b"abd", b"abe", b"bc", b"bd", b"be"]}
 
@@ -67,7 +68,7 @@ class NaiveBpe:
 
 
 def test_paper_example_optimum_saves_six_and_bpe_five():
-    counts = WordCounts.from_dict(PAPER)
+    counts = PreTokenCounts.from_dict(PAPER)
     fit = fit_convex(counts, 3, roundings=ROUNDINGS, solver="highs")
     assert fit.bound == pytest.approx(9.0, abs=1e-6) and fit.bound <= 9.0
     assert fit.tokens["det"] == 9  # optimal: saves 6 of 15 bytes (several vocabularies do)
@@ -86,7 +87,7 @@ def test_lp_below_integer_optimum_below_every_rounding(seed):
     words = {}
     for _ in range(rng.randint(2, 8)):
         words[bytes(rng.choice(b"abc") for _ in range(rng.randint(1, 6)))] = rng.randint(1, 5)
-    counts = WordCounts.from_dict(words)
+    counts = PreTokenCounts.from_dict(words)
     budget = rng.randint(1, 4)
     fit = fit_convex(counts, budget, roundings=ROUNDINGS, solver="highs")
     lp = TokenisationGraph(counts).linear_program(budget)
@@ -123,7 +124,7 @@ def test_certify_a_bpe_tokeniser_on_text():
     assert certificate.budget == 40
     assert "at most 40 tokens" in certificate.covers
     # ConvexTok with the same budget on the same counts lands between the bound and BPE.
-    fit = fit_convex(WordCounts.from_dict(dict(words)), 40, solver="highs")
+    fit = fit_convex(PreTokenCounts.from_dict(dict(words)), 40, solver="highs")
     assert fit.bound == pytest.approx(certificate.bound, rel=1e-6)
     assert fit.bound <= fit.tokens["det"] <= certificate.tokens
 
@@ -142,7 +143,7 @@ def test_certificate_round_trip_and_validation():
 
 
 def test_options_are_checked():
-    counts = WordCounts.from_dict(PAPER)
+    counts = PreTokenCounts.from_dict(PAPER)
     with pytest.raises(ConfigError, match="rounding"):
         fit_convex(counts, 3, roundings=("greedy",), solver="highs")
     with pytest.raises(ConfigError, match="solver"):
@@ -152,13 +153,10 @@ def test_options_are_checked():
 
 
 def test_train_returns_a_certified_tokenizer(tmp_path):
-    pytest.importorskip("polytok.tokenizer")
-    from polytok.trainers.convex import train_convex
-
     texts = excerpt(1500)
     splitter = PreTokenizer("cl100k")
-    counts = WordCounts.from_dict(collections.Counter(p for t in texts for p in splitter.split(t)), "cl100k")
-    tokenizer = train_convex(counts, vocab_size=256 + 30 + 1, special_tokens=["<|end|>"], solver="highs")
+    counts = PreTokenCounts.from_dict(collections.Counter(p for t in texts for p in splitter.split(t)), "cl100k")
+    tokenizer = train_convex(counts, budget=30, special_tokens=["<|end|>"], solver="highs")
     assert tokenizer.vocab_size == 287
     certificate = Certificate.from_dict(tokenizer.certificate)
     assert certificate.bound <= certificate.tokens

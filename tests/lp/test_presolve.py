@@ -3,8 +3,9 @@ expanded duals whose certified bound equals the optimum."""
 import numpy as np
 import pytest
 
-from polytok.lp import TokenisationGraph, matrix_bound, solve
-from polytok.lp.solvers import SingleEdgeColours, _residuals, _solve_highs
+from polytok.lp.bound import matrix_bound
+from polytok.lp.graph import TokenisationGraph
+from polytok.lp.solvers import SingleEdgeColours, _residuals, _solve_highs, solve
 from test_bound import excerpt_counts, random_counts
 
 
