@@ -34,7 +34,7 @@ def test_count_without_errors_names_the_file_and_offset_in_one_line(invalid_utf8
 def test_count_with_errors_bytes_counts_the_raw_bytes(invalid_utf8, tmp_path):
     output = tmp_path / "counts.ptc"
     assert main(["-q", "count", str(invalid_utf8), "-o", str(output), "--errors", "bytes"]) == 0
-    counts = polytok.WordCounts.load(output)
+    counts = polytok.PreTokenCounts.load(output)
     expected = polytok.count(invalid_utf8, errors="bytes", progress=False)
     assert (len(counts), counts.total) == (len(expected), expected.total)
 

@@ -58,7 +58,7 @@ def run_train(args: argparse.Namespace) -> None:
     if args.counts:
         if args.corpus:
             raise ConfigError("give either a corpus or --counts, not both")
-        source = polytok.WordCounts.load(args.counts)
+        source = polytok.PreTokenCounts.load(args.counts)
     else:
         source = polytok.count(
             list(args.corpus) if args.corpus else default_corpus(),
