@@ -12,7 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import regex
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import polytok
@@ -86,6 +86,8 @@ def test_counts_of_generated_documents_equal_the_reference(documents, pattern):
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(text=st.lists(text_strategy, min_size=1, max_size=20).map("\n".join), pattern=st.sampled_from(sorted(PRESETS)))
+@example(text="!?\n/0\x80", pattern="o200k")  # o200k's punctuation pieces run on over "\n" into "/"
+@example(text="ab.\n//cd\n/ e\n\n/f", pattern="o200k")
 def test_chunked_files_count_as_the_whole_file(tmp_path, text, pattern):
     path = tmp_path / "generated.txt"
     path.write_bytes(text.encode("utf-8", "surrogatepass"))

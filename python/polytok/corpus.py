@@ -15,8 +15,9 @@ Files are read by suffix, each optionally compressed (.gz, .zst):
 - ``.jsonl``: one JSON object per line; the document is the string in ``text_field``.
 - ``.parquet``: the document is the value in ``text_column``; read in record batches.
 - anything else: plain UTF-8 text. A document is a group of whole lines of about ``CHUNK_BYTES``,
-  cut only where one line ends in a non-space character and the next begins with one (or, on a
-  line longer than the chunk, at a single space between two non-space characters). No preset
+  cut only where one line ends in a non-space character and the next begins with one other than
+  "/" (o200k's punctuation pieces run on over line breaks into slashes), or, on a line longer than
+  the chunk, at a single space between two such characters. No preset
   pattern (gpt2, cl100k, o200k, nanochat) matches across such a cut, so counting a file chunk by
   chunk gives exactly the pre-tokens of the whole file, while memory stays flat. A custom regex that
   matches across a line break may see the cut. Text with no such cut in ``LAST_RESORT_CHUNKS``
@@ -89,7 +90,8 @@ _MULTIBYTE_SPACES = (rb"\xc2[\x85\xa0]", rb"\xe1\x9a\x80", rb"\xe2\x80[\x80-\x8a
 
 
 def _cut_pattern(delimiter: bytes) -> re.Pattern[bytes]:
-    """`delimiter` with a character other than white space on each side (see the module docstring).
+    """`delimiter` with a character other than white space on each side, and no "/" after it (see
+    the module docstring).
 
     The pattern starts with the delimiter, so the regex engine can scan for it quickly; the
     lookbehinds then check the character before it (printable ASCII or a multi-byte character
@@ -99,7 +101,7 @@ def _cut_pattern(delimiter: bytes) -> re.Pattern[bytes]:
     before = rb"(?<=[\x21-\xff]" + after_delimiter + rb")" + b"".join(
         rb"(?<!" + space + after_delimiter + rb")" for space in _MULTIBYTE_SPACES
     )
-    after = rb"(?=[\x21-\xff])(?!" + b"|".join(_MULTIBYTE_SPACES) + rb")"
+    after = rb"(?=[\x21-\xff])(?!/)(?!" + b"|".join(_MULTIBYTE_SPACES) + rb")"
     return re.compile(re.escape(delimiter) + before + after)
 
 
