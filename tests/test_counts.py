@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import polytok
+import polytok.progress
 import polytok.corpus as corpus
 from polytok import PreTokenCounts
 from polytok.errors import ConfigError, CorpusError, FormatError, PatternError
@@ -279,7 +280,8 @@ def test_lone_surrogates_count_as_the_pre_tokeniser_encodes_them():
     assert polytok.count(polytok.texts([document]), progress=False).to_dict() == dict(expected)
 
 
-def test_progress_bar_shows_bytes_only_when_asked(capsys):
+def test_progress_bar_shows_bytes_only_when_asked(capsys, monkeypatch):
+    monkeypatch.setattr(polytok.progress, "DELAY_SECONDS", 0)  # the count is quicker than the delay
     polytok.count(polytok.texts(["some text " * 100]), progress=False)
     assert capsys.readouterr().err == ""
     polytok.count(polytok.texts(["some text " * 100]), progress=True)

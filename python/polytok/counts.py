@@ -26,13 +26,13 @@ from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 import numpy as np
-from tqdm import tqdm
 
 from polytok import _core
 from polytok._io import atomic_write
 from polytok.corpus import Source, iter_documents
 from polytok.errors import ConfigError, CorpusError, FormatError, PatternError
 from polytok.pretokenize import resolve_pattern
+from polytok.progress import progress_bar
 
 MAGIC = b"PTCOUNTS"
 FORMAT_VERSION = 1
@@ -201,7 +201,7 @@ def count(
     batch_size = 0
     # The source is checked before the bar starts, so a bad one fails without printing a bar.
     source = iter_documents(corpus, text_field=text_field, text_column=text_column, errors=errors)
-    with tqdm(desc="counting", unit="B", unit_scale=True, disable=not progress) as bar:
+    with progress_bar(progress, desc="counting", unit="B", unit_scale=True) as bar:
         for document in source:
             documents += 1
             if not document:

@@ -17,6 +17,7 @@ import numpy as np
 from polytok import _core
 from polytok.corpus import iter_documents
 from polytok.errors import ConfigError, CorpusError, EncodeError
+from polytok.progress import progress_bar
 
 RENYI_ORDERS: tuple[float, ...] = (1.0, 2.0, 2.5, 3.0)
 
@@ -124,10 +125,6 @@ def text_stats(documents: list[str | bytes]) -> dict[str, int]:
     return {name: int(column.sum()) for name, column in zip(("bytes", "characters", "words", "lines"), columns)}
 
 
-def _progress(enabled: bool, description: str):
-    from tqdm import tqdm
-
-    return tqdm(total=None, unit="B", unit_scale=True, desc=description, disable=not enabled, leave=False)
 
 
 # --------------------------------------------------------------------------- evaluate
@@ -245,7 +242,7 @@ def evaluate_documents(
     view = TokenizerView(tokenizer)
     counts = np.zeros(view.vocab_size, dtype=np.int64)
     totals = {"documents": 0, "bytes": 0, "characters": 0, "words": 0, "lines": 0}
-    with _progress(progress, "evaluate") as bar:
+    with progress_bar(progress, desc="evaluate", unit="B", unit_scale=True, leave=False) as bar:
         for batch, characters in _batches(documents, batch_characters):
             # Text first: it also checks that every document is str or bytes.
             for name, value in text_stats(batch).items():
@@ -366,7 +363,7 @@ def corpus_stats_of_documents(
     first_seen: list[int] = []
     position = 0
     totals = {"documents": 0, "bytes": 0, "characters": 0, "lines": 0}
-    with _progress(progress, "stats") as bar:
+    with progress_bar(progress, desc="stats", unit="B", unit_scale=True, leave=False) as bar:
         for batch, _ in _batches(documents, BATCH_CHARACTERS):
             measured = text_stats(batch)
             for name in ("bytes", "characters", "lines"):

@@ -12,6 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import polytok
+import polytok.progress
 from polytok import _core
 from polytok.counts import PreTokenCounts
 from polytok.errors import ConfigError, CorpusError
@@ -157,7 +158,8 @@ def test_an_exception_in_progress_stops_training_and_propagates():
         _core.bpe_train(counts.data, counts.offsets, counts.counts, 1000, progress=interrupt, progress_every=10)
 
 
-def test_progress_bar_shows_and_does_not_change_the_result(capsys):
+def test_progress_bar_shows_and_does_not_change_the_result(capsys, monkeypatch):
+    monkeypatch.setattr(polytok.progress, "DELAY_SECONDS", 0)
     counts = pretokenized(["kjv.txt"], 5000)
     quiet = learn(counts, 300)
     assert capsys.readouterr().err == ""

@@ -13,6 +13,7 @@ from hypothesis import given, settings, strategies as st
 from scipy.stats import chisquare
 
 import polytok
+import polytok.progress
 from polytok import _core
 from polytok.counts import PreTokenCounts
 from polytok.errors import ConfigError, DecodeError, EncodeError
@@ -269,7 +270,8 @@ def test_train_unigram_returns_a_tokenizer_that_round_trips():
     assert len(tokenizer.scores) == 599 and tokenizer.training["em_rounds"]
 
 
-def test_training_shows_a_progress_bar_of_em_rounds(capsys):
+def test_training_shows_a_progress_bar_of_em_rounds(capsys, monkeypatch):
+    monkeypatch.setattr(polytok.progress, "DELAY_SECONDS", 0)
     texts = [(DATA / "kjv.txt").read_text()]
     polytok.train(polytok.texts(texts), algorithm="unigram", vocab_size=400, progress=True)
     assert "Unigram EM" in capsys.readouterr().err

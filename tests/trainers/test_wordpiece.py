@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 import polytok
+import polytok.progress
 from polytok.counts import PreTokenCounts
 from polytok.errors import ConfigError
 from polytok.pretokenize import PreTokenizer
@@ -229,7 +230,8 @@ def test_train_wordpiece_returns_a_tokenizer_that_round_trips():
     assert tokenizer.training["continuation_marker"] == "##"
 
 
-def test_training_shows_a_progress_bar_of_learned_tokens(capsys):
+def test_training_shows_a_progress_bar_of_learned_tokens(capsys, monkeypatch):
+    monkeypatch.setattr(polytok.progress, "DELAY_SECONDS", 0)
     texts = [(DATA / "kjv.txt").read_text()]
     polytok.train(polytok.texts(texts), algorithm="wordpiece", vocab_size=1200, progress=True)
     assert "WordPiece tokens" in capsys.readouterr().err

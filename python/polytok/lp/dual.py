@@ -21,12 +21,12 @@ from __future__ import annotations
 import time
 
 import numpy as np
-from tqdm.auto import tqdm
 
 from polytok import _core
 from polytok.errors import ConfigError
 from polytok.lp.graph import TokenisationGraph
 from polytok.lp.solvers import Solution
+from polytok.progress import progress_bar
 
 FIRST_TEMPERATURE = 0.3
 """Path temperature (tokens) of the first stage: smooth enough that the first L-BFGS steps
@@ -107,18 +107,17 @@ def dual_ascent(
         return solution, colour_values, []
     ascent = _core.DualAscent(graph.core, budget, COLOUR_TAU_RATIO)
     stages: list[dict] = []
-    bar = tqdm(total=len(schedule), desc=f"ConvexTok dual ascent (K={budget})", unit="stage", disable=not progress)
-    for tau in schedule:
-        left = None if time_limit is None else time_limit - (time.perf_counter() - start)
-        if left is not None and left <= 0:
-            break
-        steps = ascent.stage(graph.core, tau, iterations, memory=memory, seconds=left, extend=extend, gain=gain)
-        stages.append({"round": len(stages), "temperature": tau, "iterations": steps,
-                       "variables": ascent.variables, "evaluations": ascent.evaluations,
-                       "best_lagrangian": ascent.best_value, "budget_price": ascent.budget_price})
-        bar.update()
-        bar.set_postfix(bound=f"{ascent.best_value:.6g}")
-    bar.close()
+    with progress_bar(progress, total=len(schedule), desc=f"ConvexTok dual ascent (K={budget})", unit="stage") as bar:
+        for tau in schedule:
+            left = None if time_limit is None else time_limit - (time.perf_counter() - start)
+            if left is not None and left <= 0:
+                break
+            steps = ascent.stage(graph.core, tau, iterations, memory=memory, seconds=left, extend=extend, gain=gain)
+            stages.append({"round": len(stages), "temperature": tau, "iterations": steps,
+                           "variables": ascent.variables, "evaluations": ascent.evaluations,
+                           "best_lagrangian": ascent.best_value, "budget_price": ascent.budget_price})
+            bar.update()
+            bar.set_postfix(bound=f"{ascent.best_value:.6g}")
     out_of_time = time_limit is not None and time.perf_counter() - start >= time_limit
     status = "TIME_LIMIT" if out_of_time else "STAGES_DONE"
     colour_values = np.clip(ascent.colour_values(), 0.0, 1.0)

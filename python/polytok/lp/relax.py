@@ -12,7 +12,6 @@ from dataclasses import dataclass, field
 import numpy as np
 import scipy.sparse
 import scipy.sparse.csgraph
-from tqdm.auto import tqdm
 
 from polytok.errors import ConfigError
 from polytok.lp.bound import (
@@ -25,6 +24,7 @@ from polytok.lp.bound import (
 from polytok.lp.dual import dual_ascent
 from polytok.lp.graph import LinearProgram, TokenisationGraph
 from polytok.lp.solvers import SOLVERS, Solution, resolve, solve
+from polytok.progress import progress_bar
 
 RELAX_SOLVERS = SOLVERS + ("dual",)
 """Every `relax` solver: the LP backends and the LP-free dual ascent."""
@@ -64,6 +64,31 @@ class Relaxation:
         )
 
 
+def check_relax_options(
+    *,
+    solver: str = "auto",
+    min_frequency: int = 1,
+    max_token_bytes: int | None = None,
+    time_limit: float | None = None,
+    tolerance: float = 1e-4,
+) -> None:
+    """Refuses option values `relax` cannot use, before any graph is built (so that `train` and
+    `certify` can check them before counting a corpus)."""
+    if solver not in RELAX_SOLVERS:
+        raise ConfigError(f"unknown solver {solver!r}; expected one of {', '.join(RELAX_SOLVERS)}")
+    if max_token_bytes is not None and max_token_bytes < 2:
+        raise ConfigError(f"max_token_bytes must be at least 2 or None, got {max_token_bytes}")
+    if solver == "dual" and (min_frequency > 1 or max_token_bytes is not None):
+        raise ConfigError(
+            'solver="dual" works on the full graph: min_frequency and max_token_bytes restrict '
+            "the LP, so they apply to the LP solvers only"
+        )
+    if time_limit is not None and not time_limit > 0:
+        raise ConfigError(f"time_limit must be > 0 seconds, got {time_limit}")
+    if not tolerance > 0:
+        raise ConfigError(f"tolerance must be > 0, got {tolerance}")
+
+
 def relax(
     graph: TokenisationGraph,
     budget: int,
@@ -97,15 +122,13 @@ def relax(
     `initial_colours`, `rounds`, `threads` and `warm_start` do not apply to it."""
     if budget < 0:
         raise ConfigError(f"the budget K must be >= 0, got {budget}")
-    if solver not in RELAX_SOLVERS:
-        raise ConfigError(f"unknown solver {solver!r}; expected one of {', '.join(RELAX_SOLVERS)}")
+    check_relax_options(solver=solver, min_frequency=min_frequency, max_token_bytes=max_token_bytes,
+                        time_limit=time_limit, tolerance=tolerance)
     if solver == "dual":
         return _relax_dual(graph, budget, min_frequency, max_token_bytes, tolerance, time_limit, progress)
     start = time.perf_counter()
     candidate = graph.colour_frequencies >= max(1, min_frequency)
     if max_token_bytes is not None:
-        if max_token_bytes < 2:
-            raise ConfigError(f"max_token_bytes must be at least 2 or None, got {max_token_bytes}")
         candidate &= graph.colour_lengths <= max_token_bytes
     if initial_colours is not None and initial_colours < int(candidate.sum()):
         # The potential saving is a colour's full-graph price at zero duals: the amount by which
@@ -115,41 +138,40 @@ def relax(
         candidate = np.zeros(graph.num_colours, dtype=bool)
         candidate[order[:initial_colours]] = True
     history: list[dict] = []
-    bar = tqdm(total=rounds + 1, desc=f"ConvexTok LP (K={budget})", unit="solve", disable=not progress)
-    start_point = None
-    # Only PDLP takes a starting point; the others would ignore it.
-    warm_start = warm_start and resolve(solver) == "pdlp"
-    screening = tolerance
-    if screening_tolerance is not None and resolve(solver) != "highs":  # simplex has no tolerance
-        screening = max(tolerance, screening_tolerance)
-    addable = np.ones(graph.num_colours, dtype=bool)
-    if max_token_bytes is not None:
-        addable = graph.colour_lengths <= max_token_bytes
-    round_number = 0
-    while True:
-        lp = graph.linear_program_over(budget, candidate)
-        if start_point is not None:
-            start_point = carry_over(graph, lp, *start_point)
-        # With every colour already in, nothing can be added: solve to the final tolerance at once.
-        final = round_number == rounds or bool(candidate[addable].all())
-        solution = _solve_round(lp, solver, time_limit, tolerance if final else screening, threads,
-                                start_point, history, bar)
-        excess = _improving(graph, lp, solution, budget, max_token_bytes, history)
-        if not final and not excess.any() and screening > tolerance:
-            # Nothing to add: finish this LP at the final tolerance from where it stopped.
-            resume = (solution.primal, solution.duals) if warm_start else None
-            bar.total += 1
-            solution = _solve_round(lp, solver, time_limit, tolerance, threads, resume, history, bar)
+    with progress_bar(progress, total=rounds + 1, desc=f"ConvexTok LP (K={budget})", unit="solve") as bar:
+        start_point = None
+        # Only PDLP takes a starting point; the others would ignore it.
+        warm_start = warm_start and resolve(solver) == "pdlp"
+        screening = tolerance
+        if screening_tolerance is not None and resolve(solver) != "highs":  # simplex has no tolerance
+            screening = max(tolerance, screening_tolerance)
+        addable = np.ones(graph.num_colours, dtype=bool)
+        if max_token_bytes is not None:
+            addable = graph.colour_lengths <= max_token_bytes
+        round_number = 0
+        while True:
+            lp = graph.linear_program_over(budget, candidate)
+            if start_point is not None:
+                start_point = carry_over(graph, lp, *start_point)
+            # With every colour already in, nothing can be added: solve to the final tolerance at once.
+            final = round_number == rounds or bool(candidate[addable].all())
+            solution = _solve_round(lp, solver, time_limit, tolerance if final else screening, threads,
+                                    start_point, history, bar)
             excess = _improving(graph, lp, solution, budget, max_token_bytes, history)
-            final = True
-        bar.set_postfix(status=solution.status, improving_colours=history[-1]["improving_colours"])
-        if final or not excess.any():
-            break
-        candidate = candidate | (excess > 0)
-        if warm_start:
-            start_point = saved_point(graph, lp, solution)
-        round_number += 1
-    bar.close()
+            if not final and not excess.any() and screening > tolerance:
+                # Nothing to add: finish this LP at the final tolerance from where it stopped.
+                resume = (solution.primal, solution.duals) if warm_start else None
+                bar.total += 1
+                solution = _solve_round(lp, solver, time_limit, tolerance, threads, resume, history, bar)
+                excess = _improving(graph, lp, solution, budget, max_token_bytes, history)
+                final = True
+            bar.set_postfix(status=solution.status, improving_colours=history[-1]["improving_colours"])
+            if final or not excess.any():
+                break
+            candidate = candidate | (excess > 0)
+            if warm_start:
+                start_point = saved_point(graph, lp, solution)
+            round_number += 1
     colour_values = np.zeros(graph.num_colours)
     colour_values[lp.colours] = np.clip(solution.primal[lp.colour_columns], 0.0, 1.0)
     return Relaxation(graph, lp, solution, colour_values, history, time.perf_counter() - start, budget)
@@ -157,11 +179,6 @@ def relax(
 
 def _relax_dual(graph, budget, min_frequency, max_token_bytes, tolerance, time_limit, progress) -> Relaxation:
     """`relax` with solver="dual": smoothed dual ascent over every colour of the full graph."""
-    if min_frequency > 1 or max_token_bytes is not None:
-        raise ConfigError(
-            'solver="dual" works on the full graph: min_frequency and max_token_bytes restrict '
-            "the LP, so they apply to the LP solvers only"
-        )
     start = time.perf_counter()
     solution, colour_values, stages = dual_ascent(graph, budget, tolerance=tolerance, time_limit=time_limit,
                                                   progress=progress)

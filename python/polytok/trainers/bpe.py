@@ -10,11 +10,11 @@ from __future__ import annotations
 from numbers import Integral
 from typing import TYPE_CHECKING, Any, Sequence
 
-from tqdm.auto import tqdm
 
 from polytok import _core
 from polytok.counts import PreTokenCounts
 from polytok.errors import ConfigError, CorpusError
+from polytok.progress import progress_bar
 
 if TYPE_CHECKING:
     from polytok.tokenizer import Tokenizer
@@ -34,11 +34,8 @@ def learn_merges(
 ) -> tuple[list[bytes], list[tuple[int, int]], list[int]]:
     """Learn at most `num_merges` merges; returns (vocabulary without special tokens, merges,
     the pair count each merge was chosen with)."""
-    if not is_integer(min_frequency) or min_frequency < 1:
-        raise ConfigError(f"min_frequency must be an integer >= 1, got {min_frequency!r}")
-    if num_threads is not None and (not is_integer(num_threads) or num_threads < 1):
-        raise ConfigError(f"num_threads must be an integer >= 1 or None (all cores), got {num_threads!r}")
-    with tqdm(total=num_merges, desc="BPE merges", unit="merge", disable=not progress, leave=False) as bar:
+    check_options(min_frequency=min_frequency, num_threads=num_threads)
+    with progress_bar(progress, total=num_merges, desc="BPE merges", unit="merge", leave=False) as bar:
         try:
             merge_array, merge_counts = _core.bpe_train(
                 counts.data,
@@ -87,6 +84,14 @@ def train_bpe(
         "pre_tokens": int(counts.counts.sum(dtype="uint64")),
     }
     return build_tokenizer(vocab, merges, counts.pattern, special_tokens, training)
+
+
+def check_options(*, min_frequency: int = 1, num_threads: int | None = None, **_: Any) -> None:
+    """Refuses option values BPE training cannot use (`train` checks them before counting)."""
+    if not is_integer(min_frequency) or min_frequency < 1:
+        raise ConfigError(f"min_frequency must be an integer >= 1, got {min_frequency!r}")
+    if num_threads is not None and (not is_integer(num_threads) or num_threads < 1):
+        raise ConfigError(f"num_threads must be an integer >= 1 or None (all cores), got {num_threads!r}")
 
 
 def is_integer(value: Any) -> bool:

@@ -10,16 +10,36 @@ For a budget of K pieces, learned pieces take ids 256.. by decreasing score, spe
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-from tqdm.auto import tqdm
 
 from polytok import _core
 from polytok.counts import PreTokenCounts
 from polytok.errors import ConfigError, CorpusError
+from polytok.progress import progress_bar
 
 if TYPE_CHECKING:
     from polytok.tokenizer import Tokenizer
+
+
+def check_options(
+    *,
+    seed_size: int = 1_000_000,
+    max_piece_bytes: int = 16,
+    shrinking_factor: float = 0.75,
+    sub_iterations: int = 2,
+    num_threads: int | None = None,
+    **_: Any,
+) -> None:
+    """Refuses option values Unigram training cannot use (`train` checks them before counting)."""
+    for name, value, low in (("seed_size", seed_size, 0), ("max_piece_bytes", max_piece_bytes, 1),
+                             ("sub_iterations", sub_iterations, 1)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < low:
+            raise ConfigError(f"{name} must be an integer of at least {low}, got {value!r}")
+    if not 0.0 < shrinking_factor < 1.0:
+        raise ConfigError(f"shrinking_factor must be in (0, 1), got {shrinking_factor!r}")
+    if num_threads is not None and (not isinstance(num_threads, int) or num_threads < 1):
+        raise ConfigError(f"num_threads must be a positive integer or None, got {num_threads!r}")
 
 
 def learn_unigram(
@@ -35,17 +55,11 @@ def learn_unigram(
 ) -> tuple[list[bytes], list[float], list[tuple[int, float]]]:
     """The pieces (bytes first) with their log-probability scores, and per EM round the number
     of pieces alive after it and the corpus log-likelihood before it."""
-    for name, value, low in (("seed_size", seed_size, 0), ("max_piece_bytes", max_piece_bytes, 1),
-                             ("sub_iterations", sub_iterations, 1)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < low:
-            raise ConfigError(f"{name} must be an integer of at least {low}, got {value!r}")
-    if not 0.0 < shrinking_factor < 1.0:
-        raise ConfigError(f"shrinking_factor must be in (0, 1), got {shrinking_factor!r}")
-    if num_threads is not None and (not isinstance(num_threads, int) or num_threads < 1):
-        raise ConfigError(f"num_threads must be a positive integer or None, got {num_threads!r}")
+    check_options(seed_size=seed_size, max_piece_bytes=max_piece_bytes, shrinking_factor=shrinking_factor,
+                  sub_iterations=sub_iterations, num_threads=num_threads)
     # The number of EM rounds is not known in advance: the bar counts rounds and shows how many
     # pieces are still alive on the way down to the target.
-    with tqdm(desc="Unigram EM", unit="round", disable=not progress, leave=False) as bar:
+    with progress_bar(progress, desc="Unigram EM", unit="round", leave=False) as bar:
         def report(alive: int) -> None:
             bar.set_postfix(pieces=alive, target=256 + budget, refresh=False)
             bar.update()

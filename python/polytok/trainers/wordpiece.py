@@ -19,13 +19,13 @@ merged) is the lever that trades the score's purity for compression.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Sequence
+from typing import TYPE_CHECKING, Any, Sequence
 
-from tqdm.auto import tqdm
 
 from polytok import _core
 from polytok.counts import PreTokenCounts
 from polytok.errors import ConfigError, CorpusError
+from polytok.progress import progress_bar
 
 if TYPE_CHECKING:
     from polytok.tokenizer import Tokenizer
@@ -40,6 +40,16 @@ def base_size(continuation_marker: str | None) -> int:
     return 512 if continuation_marker else 256
 
 
+def check_options(
+    *, continuation_marker: str | None = CONTINUATION_MARKER, min_frequency: int = 1, **_: Any
+) -> None:
+    """Refuses option values WordPiece training cannot use (`train` checks them before counting)."""
+    if continuation_marker is not None and not isinstance(continuation_marker, str):
+        raise ConfigError(f"continuation_marker must be a string or None, got {continuation_marker!r}")
+    if not isinstance(min_frequency, int) or isinstance(min_frequency, bool) or min_frequency < 1:
+        raise ConfigError(f"min_frequency must be a positive integer, got {min_frequency!r}")
+
+
 def learn_wordpiece(
     counts: PreTokenCounts,
     budget: int,
@@ -49,12 +59,9 @@ def learn_wordpiece(
 ) -> tuple[list[bytes], list[tuple[int, int, int]]]:
     """Learn up to `budget` tokens; returns the spellings by id (continuations carry the marker)
     and the merges (left, right, result) in the order applied."""
-    if continuation_marker is not None and not isinstance(continuation_marker, str):
-        raise ConfigError(f"continuation_marker must be a string or None, got {continuation_marker!r}")
-    if not isinstance(min_frequency, int) or isinstance(min_frequency, bool) or min_frequency < 1:
-        raise ConfigError(f"min_frequency must be a positive integer, got {min_frequency!r}")
+    check_options(continuation_marker=continuation_marker, min_frequency=min_frequency)
     marker = continuation_marker.encode("utf-8") if continuation_marker else None
-    with tqdm(total=budget, desc="WordPiece tokens", unit="token", disable=not progress, leave=False) as bar:
+    with progress_bar(progress, total=budget, desc="WordPiece tokens", unit="token", leave=False) as bar:
         vocab, merges = _core.train_wordpiece(
             counts.data, counts.offsets, counts.counts, budget, marker, min_frequency,
             progress=lambda learned: bar.update(learned - bar.n),
