@@ -20,7 +20,7 @@ from polytok.counts import PreTokenCounts, count
 from polytok.errors import Error, FormatError
 from polytok.lp.bound import shortest_path_tokens, single_bytes
 from polytok.lp.graph import TokenisationGraph
-from polytok.lp.relax import default_initial_colours, relax
+from polytok.lp.relax import check_relax_options, default_initial_colours, relax
 
 
 @dataclass
@@ -110,17 +110,22 @@ def certify(
     tolerance: float = 1e-4,
     steps: int = 30,
     progress: bool = False,
+    text_field: str = "text",
+    text_column: str = "text",
+    errors: str = "strict",
 ) -> Certificate:
     """The certified bound for `tokenizer`'s budget on `corpus` (a PreTokenCounts, or anything
-    `polytok.count` reads), its own token count and its shortest-path count, with gaps in %.
-    The solve options are those of `polytok.lp.relax.relax`; none of them can make the bound
-    invalid, only weaker."""
+    `polytok.count` reads, with its reader options), its own token count and its shortest-path
+    count, with gaps in %. The solve options are those of `polytok.lp.relax.relax`, checked
+    before the corpus is counted; none of them can make the bound invalid, only weaker."""
     start = time.perf_counter()
+    check_relax_options(solver=solver, min_frequency=min_frequency, time_limit=time_limit, tolerance=tolerance)
     specials = list(getattr(tokenizer, "special_tokens", None) or [])
     if isinstance(corpus, PreTokenCounts):
         counts = corpus
     else:
-        counts = count(corpus, pattern=tokenizer.pattern, special_tokens=specials, progress=progress)
+        counts = count(corpus, pattern=tokenizer.pattern, special_tokens=specials, progress=progress,
+                       text_field=text_field, text_column=text_column, errors=errors)
     counts = _without(counts, {s.encode("utf-8") for s in specials})
     vocabulary = ordinary_vocabulary(tokenizer)
     budget = len({token for token in vocabulary if len(token) > 1})

@@ -300,7 +300,7 @@ def _decode(path: Path, data: bytes, offset: int, line: int, errors: str) -> str
         bad_line = line + data.count(b"\n", 0, error.start)
         raise CorpusError(
             f"{_where(path)}: invalid UTF-8 at byte offset {offset + error.start} (line {bad_line}); "
-            "expected UTF-8 text, or pass errors='replace'"
+            "expected UTF-8 text, or pass errors='replace' (U+FFFD) or errors='bytes' (raw bytes; --errors on the command line)"
         ) from None
 
 
@@ -427,7 +427,7 @@ def _decode_value(path: Path, row: int, column: str, value: bytes, errors: str) 
     except UnicodeDecodeError as error:
         raise CorpusError(
             f"{str(path)!r}, row {row}: invalid UTF-8 at byte offset {error.start} of column {column!r}; "
-            "expected UTF-8 text, or pass errors='replace'"
+            "expected UTF-8 text, or pass errors='replace' (U+FFFD) or errors='bytes' (raw bytes; --errors on the command line)"
         ) from None
 
 

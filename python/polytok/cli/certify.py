@@ -7,7 +7,7 @@ import json
 from pathlib import Path
 
 from polytok.certify import certify
-from polytok.cli.options import Command, add_corpus_options, add_tokenizer_option, load_tokenizer
+from polytok.cli.options import Command, add_corpus_options, add_tokenizer_option, load_tokenizer, reader_options
 
 EXAMPLES = """examples:
   polytok certify -t tok.json corpus.txt
@@ -33,6 +33,7 @@ def run_certify(args: argparse.Namespace) -> None:
         solver=args.solver,
         time_limit=args.time_limit,
         progress=not args.quiet,
+        **reader_options(args),
     )
     if args.json:
         print(json.dumps(certificate.to_dict(), indent=2))

@@ -60,14 +60,9 @@ def run_train(args: argparse.Namespace) -> None:
             raise ConfigError("give either a corpus or --counts, not both")
         source = polytok.PreTokenCounts.load(args.counts)
     else:
-        source = polytok.count(
-            list(args.corpus) if args.corpus else default_corpus(),
-            pattern=pattern(args.pattern),
-            special_tokens=args.special,
-            num_threads=args.threads,
-            progress=not args.quiet,
-            **reader_options(args),
-        )
+        # polytok.train checks every option before it counts the corpus.
+        source = list(args.corpus) if args.corpus else default_corpus()
+        options.update(pattern=pattern(args.pattern), **reader_options(args))
     tokenizer = polytok.train(
         source,
         algorithm=args.algorithm,

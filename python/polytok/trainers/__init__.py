@@ -3,8 +3,8 @@
 `train` turns `vocab_size` into the budget K once (`budget`) and calls the algorithm's trainer on
 the counted corpus (PreTokenCounts) as
 `trainer(counts, budget=K, special_tokens=[...], num_threads=..., progress=..., **options)`,
-which returns a `Tokenizer`; adding an algorithm is adding one entry to TRAINERS (and to
-`base_size` if its vocabularies start with more than the 256 bytes).
+which returns a `Tokenizer`; adding an algorithm is adding one entry to TRAINERS and one to
+OPTION_CHECKS (and to `base_size` if its vocabularies start with more than the 256 bytes).
 """
 from __future__ import annotations
 
@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 from polytok.counts import PreTokenCounts
 from polytok.errors import ConfigError
 from polytok.pretokenize import resolve_pattern
-from polytok.trainers import wordpiece
+from polytok.trainers import bpe, convex, unigram, wordpiece
 from polytok.trainers.bpe import check_special_tokens, is_integer, train_bpe
 from polytok.trainers.convex import train_convex
 from polytok.trainers.unigram import train_unigram
@@ -28,6 +28,15 @@ TRAINERS: dict[str, Callable[..., "Tokenizer"]] = {
     "convex": train_convex,
     "unigram": train_unigram,
     "wordpiece": train_wordpiece,
+}
+
+# Each algorithm's check of its option values: run before a corpus is counted, so that a bad
+# option fails at once (and before any progress bar), not after minutes of counting.
+OPTION_CHECKS: dict[str, Callable[..., None]] = {
+    "bpe": bpe.check_options,
+    "convex": convex.check_options,
+    "unigram": unigram.check_options,
+    "wordpiece": wordpiece.check_options,
 }
 
 # Options that say how to read a corpus; they go to `polytok.count`, not to the trainer.
@@ -64,6 +73,7 @@ def train(
     if unknown:
         known = sorted(name for name in accepted if name not in _GIVEN)
         raise ConfigError(f"unknown option(s) {unknown} for algorithm {algorithm!r}; it takes {known}")
+    OPTION_CHECKS[algorithm](num_threads=num_threads, **options)
 
     if isinstance(corpus_or_counts, PreTokenCounts):
         counts = corpus_or_counts

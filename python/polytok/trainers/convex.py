@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -22,7 +22,7 @@ from polytok.counts import PreTokenCounts
 from polytok.errors import ConfigError
 from polytok.lp.bound import shortest_path_tokens, single_bytes
 from polytok.lp.graph import TokenisationGraph
-from polytok.lp.relax import Relaxation, default_initial_colours, relax
+from polytok.lp.relax import Relaxation, check_relax_options, default_initial_colours, relax
 
 if TYPE_CHECKING:
     from polytok.tokenizer import Tokenizer
@@ -37,6 +37,7 @@ def round_colours(
     """Full-graph colour ids chosen by `rounding`, best first (at most `budget`)."""
     graph = relaxation.graph
     values = relaxation.colour_values
+    check_rounding(rounding)
     if rounding == "det":
         score = values
     elif rounding == "bias":
@@ -47,8 +48,6 @@ def round_colours(
         if prices is None:
             raise ConfigError('rounding="price" needs the Lagrangian colour prices')
         score = prices
-    else:
-        raise ConfigError(f"unknown rounding {rounding!r}; expected one of {', '.join(ROUNDINGS)}")
     # Order: score descending, then weighted frequency descending, then colour id (first
     # occurrence in the sorted pre-tokens), so the result never depends on solver noise order.
     order = np.lexsort((np.arange(graph.num_colours), -graph.colour_frequencies.astype(np.float64), -score))
@@ -92,8 +91,7 @@ def fit_convex(
     """Solves, rounds (every rounding in `roundings`) and certifies. The bound is on the full
     graph of `counts` (no length cap), so it covers every vocabulary of `budget` tokens."""
     for rounding in roundings:
-        if rounding not in ROUNDINGS:
-            raise ConfigError(f"unknown rounding {rounding!r}; expected one of {', '.join(ROUNDINGS)}")
+        check_rounding(rounding)
     seconds: dict[str, float] = {}
     start = time.perf_counter()
     graph = TokenisationGraph(counts)
@@ -137,6 +135,28 @@ def _add_price_rounding(prices, relaxation, budget, counts, vocabularies, tokens
     count = shortest_path_tokens(single_bytes() + vocabulary, counts)
     if "price" not in tokens or count < tokens["price"]:
         vocabularies["price"], tokens["price"] = vocabulary, count
+
+
+def check_rounding(rounding: str) -> None:
+    """Refuses a rounding name that is not one of ROUNDINGS."""
+    if rounding not in ROUNDINGS:
+        raise ConfigError(f"unknown rounding {rounding!r}; expected one of {', '.join(ROUNDINGS)}")
+
+
+def check_options(
+    *,
+    rounding: str = "det",
+    solver: str = "auto",
+    max_token_bytes: int | None = None,
+    min_frequency: int = 1,
+    time_limit: float | None = None,
+    tolerance: float = 1e-4,
+    **_: Any,
+) -> None:
+    """Refuses option values ConvexTok training cannot use (`train` checks them before counting)."""
+    check_rounding(rounding)
+    check_relax_options(solver=solver, min_frequency=min_frequency, max_token_bytes=max_token_bytes,
+                        time_limit=time_limit, tolerance=tolerance)
 
 
 def train_convex(
