@@ -39,6 +39,19 @@ def test_count_with_errors_bytes_counts_the_raw_bytes(invalid_utf8, tmp_path):
     assert (len(counts), counts.total) == (len(expected), expected.total)
 
 
+def test_train_and_certify_read_raw_bytes_with_errors_bytes(invalid_utf8, tmp_path, capsys):
+    tokenizer = tmp_path / "tok.json"
+    assert main(["-q", "train", str(invalid_utf8), "-v", "260", "--errors", "bytes", "-o", str(tokenizer)]) == 0
+    assert main(["-q", "certify", "-t", str(tokenizer), str(invalid_utf8), "--solver", "dual"]) == 2
+    assert "offset 7" in capsys.readouterr().err
+    assert main(["-q", "certify", "-t", str(tokenizer), str(invalid_utf8), "--solver", "dual",
+                 "--errors", "bytes", "--json"]) == 0
+    certificate = json.loads(capsys.readouterr().out)
+    expected = polytok.certify(polytok.load(tokenizer), polytok.count(invalid_utf8, errors="bytes", progress=False),
+                               solver="dual")
+    assert certificate["tokens"] == expected.tokens and certificate["bound"] == expected.bound
+
+
 def test_every_error_mode_is_a_choice(capsys):
     with pytest.raises(SystemExit):
         main(["count", "--help"])
