@@ -2,28 +2,26 @@
 //! own PyO3 bindings (so modules can be worked on independently); this file only wires them.
 use pyo3::prelude::*;
 
-mod bpe;
+mod compat;
 mod count;
-mod dual;
-mod graph;
+mod lp;
 mod metrics;
 mod pretokenize;
 mod progress;
 mod segment;
-mod soft;
-mod unigram;
-mod wordpiece;
+mod train;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     pretokenize::register(m)?;
     count::register(m)?;
-    bpe::register(m)?;
+    train::bpe::register(m)?;
     segment::register(m)?;
-    graph::register(m)?;
-    dual::register(m)?;
+    compat::sentencepiece::register(m)?;
+    lp::graph::register(m)?;
+    lp::dual_ascent::register(m)?;
     metrics::register(m)?;
-    unigram::register(m)?;
-    wordpiece::register(m)?;
+    train::unigram::register(m)?;
+    train::wordpiece::register(m)?;
     Ok(())
 }

@@ -132,7 +132,7 @@ impl Encoder {
 
     /// Text that is already one pre-token -> ids, appended to `out`, skipping the pre-tokeniser
     /// (whose UTF-8 check over the whole text costs ~6% where the caller guarantees valid UTF-8).
-    pub(super) fn segment_word_into(&self, word: &[u8], out: &mut Vec<u32>) {
+    pub(crate) fn segment_word_into(&self, word: &[u8], out: &mut Vec<u32>) {
         self.segmenter.segment(word, out);
     }
 
@@ -238,7 +238,7 @@ impl Encoder {
     /// Runs `work(document index, text)` on every text in parallel (order kept), on
     /// `num_threads` threads or rayon's default pool. Err: (document index, token) of the first
     /// document with a disallowed token.
-    pub(super) fn run_batch<T: Send>(
+    pub(crate) fn run_batch<T: Send>(
         &self,
         py: Python<'_>,
         texts: &[Bound<'_, PyAny>],
@@ -374,7 +374,7 @@ impl NBest {
 
 /// Runs `work` (which may use rayon) on rayon's default pool, or with `Some(threads)` on a
 /// kept pool of that many threads: how every batch call honours its `num_threads`.
-pub(super) fn with_threads<T: Send>(
+pub(crate) fn with_threads<T: Send>(
     num_threads: Option<usize>,
     work: impl FnOnce() -> T + Send,
 ) -> PyResult<T> {

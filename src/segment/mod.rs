@@ -4,10 +4,8 @@ use pyo3::prelude::*;
 
 pub mod dropout;
 pub mod encoder;
-pub mod loaded;
 pub mod longest_match;
 pub mod merges;
-pub mod normalize;
 pub mod rng;
 pub mod shortest_path;
 pub mod viterbi;
@@ -67,6 +65,5 @@ pub trait RankedSegmenter: Sync {
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     encoder::register(m)?;
-    normalize::register(m)?;
     Ok(())
 }

@@ -20,16 +20,16 @@ use pyo3::types::PyBytes;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
-use super::encoder::{with_threads, Encoder};
-use super::normalize::{Part, SentencePieceNormalizer};
-use super::Segmenter;
+use super::sentencepiece::{Part, SentencePieceNormalizer};
+use crate::segment::encoder::{with_threads, Encoder};
+use crate::segment::Segmenter;
 
 const NONE: u32 = u32::MAX;
 
 /// The byte length of the UTF-8 character starting at `text[at]`, or None if the bytes there
 /// are not one (what `std::str::from_utf8` accepts, checked inline: this runs per character).
 #[inline]
-pub(super) fn utf8_char_len(text: &[u8], at: usize) -> Option<usize> {
+pub(crate) fn utf8_char_len(text: &[u8], at: usize) -> Option<usize> {
     // Lead byte -> length and the range of the second byte (which rules out overlong forms,
     // surrogates and code points above U+10FFFF).
     let (length, low, high) = match text[at] {
@@ -921,7 +921,7 @@ impl Encoder {
 
 #[cfg(test)]
 mod tests {
-    use super::super::rng::SplitMix64;
+    use crate::segment::rng::SplitMix64;
     use super::*;
 
     /// The inline character length agrees with `std::str::from_utf8` on every lead byte, every

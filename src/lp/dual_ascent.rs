@@ -21,8 +21,8 @@ use rayon::prelude::*;
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use crate::graph::{PyTokenGraph, TokenGraph};
-use crate::soft::exp_neg;
+use crate::lp::graph::{PyTokenGraph, TokenGraph};
+use crate::lp::soft_paths::exp_neg;
 
 /// The window (in iterations) over which a stage's extension measures the bound's rise.
 const WINDOW: usize = 10;

@@ -40,7 +40,7 @@ pub struct TokenGraph {
     /// Weight (merged count) of the segment each reduced-LP priced edge belongs to.
     lp_edge_weight: Vec<f64>,
     /// How `soft_paths` groups and blocks the pre-tokens, made on its first call.
-    pub(crate) soft_plan: std::sync::OnceLock<crate::soft::SoftPlan>,
+    pub(crate) soft_plan: std::sync::OnceLock<crate::lp::soft_paths::SoftPlan>,
 }
 
 /// The reduced LP: free and priced edges of the merged segments, with their costs.

@@ -9,7 +9,7 @@
 use rayon::prelude::*;
 use std::ops::Range;
 
-use crate::graph::{ends, TokenGraph};
+use crate::lp::graph::{ends, TokenGraph};
 
 const LANES: usize = 4;
 type Lanes = [f64; LANES];

@@ -30,7 +30,7 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::segment::longest_match::ByteTrie;
 use crate::segment::viterbi::{best_path, build_lattice, forward_backward, Edge, Viterbi};
-use crate::wordpiece::word_slices;
+use crate::train::wordpiece::word_slices;
 
 /// Expected counts are summed as integers in units of 2^-24 so that the sum does not depend on
 /// the order in which threads add.

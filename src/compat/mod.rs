@@ -1,0 +1,2 @@
+pub mod loaded;
+pub mod sentencepiece;

@@ -1,0 +1,3 @@
+pub mod dual_ascent;
+pub mod graph;
+pub mod soft_paths;

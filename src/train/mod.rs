@@ -1,0 +1,3 @@
+pub mod bpe;
+pub mod unigram;
+pub mod wordpiece;
