@@ -2,6 +2,7 @@
 //! own PyO3 bindings (so modules can be worked on independently); this file only wires them.
 use pyo3::prelude::*;
 
+mod bindings;
 mod compat;
 mod count;
 mod lp;
@@ -13,11 +14,8 @@ mod train;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    pretokenize::register(m)?;
-    count::register(m)?;
+    bindings::register(m)?;
     train::bpe::register(m)?;
-    segment::register(m)?;
-    compat::sentencepiece::register(m)?;
     lp::graph::register(m)?;
     lp::dual_ascent::register(m)?;
     metrics::register(m)?;

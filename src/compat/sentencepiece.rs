@@ -2,15 +2,12 @@
 //! double-array trie over UTF-8 whose leaves point at NUL-terminated replacements), longest rule
 //! first; user-defined pieces kept as they are; whitespace removal, `▁` for spaces and the
 //! dummy prefix; then the normalised text is cut at the user-defined pieces for the segmenter
-//! (`Encoder.encode_sentencepiece` in loaded.rs runs the whole pipeline in one call).
-use pyo3::exceptions::PyValueError;
-use pyo3::prelude::*;
-
-use super::loaded::utf8_char_len;
+//! (`Encoder::sentencepiece_ids` in pipeline.rs runs the whole pipeline in one call).
+use super::CompatError;
+use crate::segment::utf8::utf8_char_len;
 
 const REPLACEMENT_CHARACTER: &[u8] = "\u{FFFD}".as_bytes();
 
-#[pyclass(module = "polytok._core", frozen)]
 pub struct SentencePieceNormalizer {
     units: Vec<u32>,
     replacements: Vec<u8>,
@@ -190,28 +187,25 @@ impl SentencePieceNormalizer {
     }
 }
 
-#[pymethods]
 impl SentencePieceNormalizer {
     /// `charsmap` is the model's precompiled_charsmap (empty: no rules); `user_defined` are the
     /// (UTF-8 text, id) of the pieces kept whole.
-    #[new]
-    #[pyo3(signature = (charsmap, user_defined, add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces))]
-    fn new(
+    pub fn new(
         charsmap: &[u8],
         mut user_defined: Vec<(Vec<u8>, u32)>,
         add_dummy_prefix: bool,
         remove_extra_whitespaces: bool,
         escape_whitespaces: bool,
-    ) -> PyResult<Self> {
+    ) -> Result<Self, CompatError> {
         let (units, replacements) = if charsmap.is_empty() {
             (Vec::new(), Vec::new())
         } else {
             if charsmap.len() < 4 {
-                return Err(PyValueError::new_err("the charsmap is shorter than its 4-byte header"));
+                return Err(CompatError::CharsmapHeader { length: charsmap.len() });
             }
             let size = u32::from_le_bytes(charsmap[..4].try_into().unwrap()) as usize;
             if size % 4 != 0 || 4 + size > charsmap.len() {
-                return Err(PyValueError::new_err(format!("the charsmap's trie size {size} does not fit its {} bytes", charsmap.len())));
+                return Err(CompatError::CharsmapSize { size, length: charsmap.len() });
             }
             let units = charsmap[4..4 + size].chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
             (units, charsmap[4 + size..].to_vec())
@@ -248,9 +242,4 @@ impl SentencePieceNormalizer {
             escape_whitespaces,
         })
     }
-}
-
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<SentencePieceNormalizer>()?;
-    Ok(())
 }

@@ -576,8 +576,5 @@ impl PyTokenGraph {
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyTokenGraph>()?;
-    // The shortest-path segmenter is registered here so that src/segment/mod.rs (shared) only
-    // gains its `mod` line.
-    crate::segment::shortest_path::register(m)?;
     Ok(())
 }

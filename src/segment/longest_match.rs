@@ -4,7 +4,7 @@
 //! tokens. Also home of `ByteTrie`, the prefix tree the Viterbi segmenter and trainers share.
 use rustc_hash::FxHashMap;
 
-use super::Segmenter;
+use super::{ByteRole, Segmenter, VocabularyError};
 
 const NO_VALUE: u32 = u32::MAX;
 
@@ -125,7 +125,7 @@ impl LongestMatch {
     /// longer than it is a continuation token; every other token is word-initial. Without a
     /// marker every token may appear anywhere. All 256 single bytes must exist in both roles,
     /// so that no input is ever unknown.
-    pub fn new(vocab: &[Vec<u8>], marker: Option<&[u8]>) -> Result<Self, String> {
+    pub fn new(vocab: &[Vec<u8>], marker: Option<&[u8]>) -> Result<Self, VocabularyError> {
         let mut trie = ByteTrie::new();
         let initial_root = trie.add_root();
         let continuation_root = match marker {
@@ -135,7 +135,7 @@ impl LongestMatch {
         let mut decoded = Vec::with_capacity(vocab.len());
         for (id, token) in vocab.iter().enumerate() {
             if token.is_empty() {
-                return Err(format!("vocabulary token {id} is empty"));
+                return Err(VocabularyError::EmptyToken { id });
             }
             let (root, text) = match marker {
                 Some(m) if token.len() > m.len() && token.starts_with(m) => {
@@ -148,10 +148,12 @@ impl LongestMatch {
         }
         for byte in 0..=255u8 {
             if trie.get(initial_root, &[byte]).is_none() {
-                return Err(format!("vocabulary lacks the single byte 0x{byte:02x} as a word-initial token"));
+                let role = if marker.is_some() { ByteRole::WordInitial } else { ByteRole::Any };
+                return Err(VocabularyError::MissingByte { byte, role });
             }
             if trie.get(continuation_root, &[byte]).is_none() {
-                return Err(format!("vocabulary lacks the single byte 0x{byte:02x} as a continuation token"));
+                let role = ByteRole::Continuation;
+                return Err(VocabularyError::MissingByte { byte, role });
             }
         }
         Ok(LongestMatch { trie, initial_root, continuation_root, decoded })

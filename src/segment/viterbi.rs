@@ -7,7 +7,7 @@
 //! earliest (is longest) wins, position by position from the end.
 use super::longest_match::ByteTrie;
 use super::rng::SplitMix64;
-use super::{RandomKind, RandomSegmenter, RankedSegmenter, Segmenter};
+use super::{ByteRole, RandomKind, RandomSegmenter, RankedSegmenter, Segmenter, VocabularyError};
 
 /// One vocabulary match in a pre-token: bytes [start, end) are token `token`.
 #[derive(Clone, Copy, Debug)]
@@ -128,24 +128,24 @@ pub struct Viterbi {
 impl Viterbi {
     /// `vocab[i]` has log-probability `scores[i]` (finite). All 256 single bytes must be in the
     /// vocabulary so that every input has a segmentation. A duplicated spelling keeps its first id.
-    pub fn new(vocab: &[Vec<u8>], scores: &[f64]) -> Result<Self, String> {
+    pub fn new(vocab: &[Vec<u8>], scores: &[f64]) -> Result<Self, VocabularyError> {
         if vocab.len() != scores.len() {
-            return Err(format!("{} tokens but {} scores", vocab.len(), scores.len()));
+            return Err(VocabularyError::ScoreCount { tokens: vocab.len(), scores: scores.len() });
         }
         let mut trie = ByteTrie::new();
         let root = trie.add_root();
         for (id, (token, &score)) in vocab.iter().zip(scores).enumerate() {
             if token.is_empty() {
-                return Err(format!("vocabulary token {id} is empty"));
+                return Err(VocabularyError::EmptyToken { id });
             }
             if !score.is_finite() {
-                return Err(format!("score of token {id} is {score}, expected a finite number"));
+                return Err(VocabularyError::NonFiniteScore { id, score });
             }
             trie.insert(root, token, id as u32);
         }
         for byte in 0..=255u8 {
             if trie.get(root, &[byte]).is_none() {
-                return Err(format!("vocabulary lacks the single byte 0x{byte:02x}"));
+                return Err(VocabularyError::MissingByte { byte, role: ByteRole::Any });
             }
         }
         Ok(Viterbi { trie, root, scores: scores.to_vec() })

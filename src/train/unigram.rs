@@ -29,7 +29,7 @@ use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::segment::longest_match::ByteTrie;
-use crate::segment::viterbi::{best_path, build_lattice, forward_backward, Edge, Viterbi};
+use crate::segment::viterbi::{best_path, build_lattice, forward_backward, Edge};
 use crate::train::wordpiece::word_slices;
 
 /// Expected counts are summed as integers in units of 2^-24 so that the sum does not depend on
@@ -583,20 +583,4 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(py_train_unigram, m)?)?;
     m.add_function(wrap_pyfunction!(py_unigram_em, m)?)?;
     Ok(())
-}
-
-#[pymethods]
-impl crate::segment::encoder::Encoder {
-    /// A Unigram encoder: the Viterbi path, maximising the sum of the tokens' log-probabilities.
-    #[staticmethod]
-    #[pyo3(signature = (pattern, vocab, scores, special_tokens))]
-    fn viterbi(
-        pattern: Option<&str>,
-        vocab: Vec<Vec<u8>>,
-        scores: Vec<f64>,
-        special_tokens: Vec<(Vec<u8>, u32)>,
-    ) -> PyResult<Self> {
-        let segmenter = Viterbi::new(&vocab, &scores).map_err(PyValueError::new_err)?;
-        Ok(Self::from_parts(pattern, Box::new(segmenter), vocab, special_tokens)?)
-    }
 }

@@ -24,7 +24,6 @@ use pyo3::prelude::*;
 use pyo3::types::PyBytes;
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::segment::longest_match::LongestMatch;
 
 type Pair = (u32, u32);
 
@@ -377,23 +376,4 @@ fn py_train_wordpiece<'py>(
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(py_train_wordpiece, m)?)?;
     Ok(())
-}
-
-#[pymethods]
-impl crate::segment::encoder::Encoder {
-    /// A WordPiece encoder: greedy longest match; `vocab` holds spellings, continuation tokens
-    /// with the marker in front. Decoding uses the bytes with the marker stripped.
-    #[staticmethod]
-    #[pyo3(signature = (pattern, vocab, continuation_marker, special_tokens))]
-    fn longest_match(
-        pattern: Option<&str>,
-        vocab: Vec<Vec<u8>>,
-        continuation_marker: Option<Vec<u8>>,
-        special_tokens: Vec<(Vec<u8>, u32)>,
-    ) -> PyResult<Self> {
-        let marker = continuation_marker.filter(|marker| !marker.is_empty());
-        let segmenter = LongestMatch::new(&vocab, marker.as_deref()).map_err(PyValueError::new_err)?;
-        let decoded = segmenter.decode_table().to_vec();
-        Ok(Self::from_parts(pattern, Box::new(segmenter), decoded, special_tokens)?)
-    }
 }
