@@ -8,18 +8,14 @@ mod count;
 mod lp;
 mod metrics;
 mod pretokenize;
-mod progress;
 mod segment;
 mod train;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     bindings::register(m)?;
-    train::bpe::register(m)?;
     lp::graph::register(m)?;
     lp::dual_ascent::register(m)?;
     metrics::register(m)?;
-    train::unigram::register(m)?;
-    train::wordpiece::register(m)?;
     Ok(())
 }

@@ -11,6 +11,8 @@ use crate::count::CountsError;
 use crate::pretokenize::PreTokenizeError;
 use crate::segment::encoder::{BuildError, PolicyError};
 use crate::segment::{ByteRole, VocabularyError};
+use crate::train::bpe::BpeError;
+use crate::train::unigram::UnigramError;
 
 pyo3::create_exception!(
     polytok._core,
@@ -217,6 +219,49 @@ impl fmt::Display for CompatError {
 
 impl From<CompatError> for PyErr {
     fn from(error: CompatError) -> PyErr {
+        value_error(error)
+    }
+}
+
+// ---- trainers -------------------------------------------------------------------------------
+
+impl fmt::Display for BpeError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            BpeError::TooManyMerges { num_merges } => {
+                write!(f, "num_merges must be below 2^32 - 256, got {num_merges}")
+            }
+            BpeError::TooLarge => {
+                write!(f, "more than 2^32 - 1 words, or a word of 2^32 bytes or more")
+            }
+        }
+    }
+}
+
+impl From<BpeError> for PyErr {
+    fn from(error: BpeError) -> PyErr {
+        value_error(error)
+    }
+}
+
+impl fmt::Display for UnigramError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            UnigramError::ShrinkingFactor(factor) => {
+                write!(f, "shrinking_factor is {factor}, expected a number in (0, 1)")
+            }
+            UnigramError::BytesFirst => {
+                write!(f, "pieces must start with the 256 single bytes in byte order")
+            }
+            UnigramError::ScoreCount { pieces, scores } => {
+                write!(f, "{pieces} pieces but {scores} scores")
+            }
+        }
+    }
+}
+
+impl From<UnigramError> for PyErr {
+    fn from(error: UnigramError) -> PyErr {
         value_error(error)
     }
 }

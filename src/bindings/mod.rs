@@ -11,6 +11,7 @@ mod compat;
 mod counts;
 mod encoders;
 mod errors;
+mod trainers;
 
 /// Adds every class, function, exception and constant of `polytok._core` to the module.
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -18,6 +19,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     counts::register(m)?;
     encoders::register(m)?;
     compat::register(m)?;
+    trainers::register(m)?;
     Ok(())
 }
 

@@ -21,16 +21,12 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 
-use numpy::PyReadonlyArray1;
-use pyo3::exceptions::PyValueError;
-use pyo3::prelude::*;
-use pyo3::types::PyBytes;
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use crate::count::PreTokenCounts;
 use crate::segment::longest_match::ByteTrie;
 use crate::segment::viterbi::{best_path, build_lattice, forward_backward, Edge};
-use crate::train::wordpiece::word_slices;
 
 /// Expected counts are summed as integers in units of 2^-24 so that the sum does not depend on
 /// the order in which threads add.
@@ -39,6 +35,17 @@ const FIXED_POINT: f64 = (1u64 << 24) as f64;
 const EXPECTED_COUNT_THRESHOLD: f64 = 0.5;
 /// SentencePiece's score penalty for unknown symbols, used for bytes the model leaves unused.
 const UNUSED_BYTE_PENALTY: f64 = 10.0;
+
+/// Why training or EM could not run.
+#[derive(Clone, Debug, PartialEq)]
+pub enum UnigramError {
+    /// The shrinking factor must lie in (0, 1), or pruning would never end.
+    ShrinkingFactor(f64),
+    /// EM's pieces must start with the 256 single bytes in byte order.
+    BytesFirst,
+    /// The numbers of pieces and of scores differ.
+    ScoreCount { pieces: usize, scores: usize },
+}
 
 pub struct UnigramOptions {
     pub seed_size: usize,
@@ -468,19 +475,25 @@ impl<'c> Model<'c> {
     }
 }
 
-/// Learns a Unigram vocabulary of the 256 bytes plus at most `budget` pieces.
-/// `report` is called after every EM round with the number of pieces still alive.
+/// Learns a Unigram vocabulary of the 256 bytes plus at most `budget` pieces, in parallel on
+/// the current rayon pool. `report` is called after every EM round with the number of pieces
+/// still alive.
 pub fn train(
-    words: &[&[u8]],
-    counts: &[u64],
+    counts: &PreTokenCounts,
     budget: usize,
     options: &UnigramOptions,
     report: &mut dyn FnMut(usize),
-) -> UnigramTraining {
-    let (pieces, weights) = seed_pieces(words, counts, options);
+) -> Result<UnigramTraining, UnigramError> {
+    let shrinking_factor = options.shrinking_factor;
+    if !(shrinking_factor > 0.0 && shrinking_factor < 1.0) {
+        return Err(UnigramError::ShrinkingFactor(shrinking_factor));
+    }
+    let words = counts.words();
+    let counts = counts.counts();
+    let (pieces, weights) = seed_pieces(&words, counts, options);
     let total: f64 = weights.iter().sum();
     let scores = weights.iter().map(|&w| (w / total).ln()).collect();
-    let mut model = Model::new(words, counts, pieces, scores);
+    let mut model = Model::new(&words, counts, pieces, scores);
     let desired = ((256 + budget) as f64 * 1.1) as usize;
     let mut history = Vec::new();
     loop {
@@ -500,87 +513,37 @@ pub fn train(
     chosen.sort_by(|&a, &b| model.scores[b].total_cmp(&model.scores[a]).then_with(|| model.pieces[a].cmp(&model.pieces[b])));
     chosen.truncate(budget);
     let ids: Vec<usize> = (0..256).chain(chosen).collect();
-    UnigramTraining {
+    Ok(UnigramTraining {
         vocab: ids.iter().map(|&i| model.pieces[i].clone()).collect(),
         scores: ids.iter().map(|&i| model.scores[i]).collect(),
         history,
-    }
+    })
 }
 
-#[pyfunction]
-#[pyo3(name = "train_unigram", signature = (data, offsets, counts, budget, seed_size=1_000_000, max_piece_bytes=16, shrinking_factor=0.75, sub_iterations=2, num_threads=None, progress=None))]
-#[allow(clippy::too_many_arguments)]
-fn py_train_unigram<'py>(
-    py: Python<'py>,
-    data: &[u8],
-    offsets: PyReadonlyArray1<'py, i64>,
-    counts: PyReadonlyArray1<'py, u64>,
-    budget: usize,
-    seed_size: usize,
-    max_piece_bytes: usize,
-    shrinking_factor: f64,
-    sub_iterations: usize,
-    num_threads: Option<usize>,
-    progress: Option<Py<PyAny>>,
-) -> PyResult<(Vec<Bound<'py, PyBytes>>, Vec<f64>, Vec<(usize, f64)>)> {
-    if !(shrinking_factor > 0.0 && shrinking_factor < 1.0) {
-        return Err(PyValueError::new_err(format!("shrinking_factor is {shrinking_factor}, expected a number in (0, 1)")));
-    }
-    let (offsets, counts) = (offsets.as_slice()?, counts.as_slice()?);
-    let words = word_slices(data, offsets, counts)?;
-    let options = UnigramOptions { seed_size, max_piece_bytes, shrinking_factor, sub_iterations };
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(num_threads.unwrap_or(0))
-        .build()
-        .map_err(|e| PyValueError::new_err(format!("cannot start {num_threads:?} threads: {e}")))?;
-    let mut report = crate::progress::reporter(&progress);
-    let training = py.detach(|| pool.install(|| train(&words, counts, budget, &options, &mut report)));
-    Ok((
-        training.vocab.iter().map(|t| PyBytes::new(py, t)).collect(),
-        training.scores,
-        training.history.iter().map(|r| (r.pieces, r.log_likelihood)).collect(),
-    ))
-}
-
-/// Runs `iterations` EM rounds from the given pieces and scores without pruning; returns the new
-/// scores and the log-likelihood before each round. With `bayesian=False` this is textbook EM,
-/// whose likelihood never decreases.
-#[pyfunction]
-#[pyo3(name = "unigram_em", signature = (data, offsets, counts, pieces, scores, iterations, bayesian=true))]
-#[allow(clippy::too_many_arguments)]
-fn py_unigram_em<'py>(
-    py: Python<'py>,
-    data: &[u8],
-    offsets: PyReadonlyArray1<'py, i64>,
-    counts: PyReadonlyArray1<'py, u64>,
+/// Runs `iterations` EM rounds from the given pieces (the 256 bytes first) and scores without
+/// pruning; returns the new scores and the log-likelihood before each round. With `bayesian`
+/// false this is textbook EM, whose likelihood never decreases.
+pub fn em(
+    counts: &PreTokenCounts,
     pieces: Vec<Vec<u8>>,
     scores: Vec<f64>,
     iterations: usize,
     bayesian: bool,
-) -> PyResult<(Vec<f64>, Vec<f64>)> {
+) -> Result<(Vec<f64>, Vec<f64>), UnigramError> {
     if pieces.len() < 256 || pieces.iter().take(256).enumerate().any(|(b, p)| p[..] != [b as u8]) {
-        return Err(PyValueError::new_err("pieces must start with the 256 single bytes in byte order"));
+        return Err(UnigramError::BytesFirst);
     }
     if pieces.len() != scores.len() {
-        return Err(PyValueError::new_err(format!("{} pieces but {} scores", pieces.len(), scores.len())));
+        return Err(UnigramError::ScoreCount { pieces: pieces.len(), scores: scores.len() });
     }
-    let (offsets, counts) = (offsets.as_slice()?, counts.as_slice()?);
-    let words = word_slices(data, offsets, counts)?;
-    Ok(py.detach(|| {
-        let mut model = Model::new(&words, counts, pieces, scores);
-        let mut log_likelihoods = Vec::new();
-        for _ in 0..iterations {
-            let (expected, log_likelihood) = model.e_step();
-            model.m_step(&expected, bayesian);
-            log_likelihoods.push(log_likelihood);
-        }
-        let scores = (0..model.pieces.len()).map(|i| model.score(i as u32)).collect();
-        (scores, log_likelihoods)
-    }))
-}
-
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(py_train_unigram, m)?)?;
-    m.add_function(wrap_pyfunction!(py_unigram_em, m)?)?;
-    Ok(())
+    let words = counts.words();
+    let mut model = Model::new(&words, counts.counts(), pieces, scores);
+    let mut log_likelihoods = Vec::new();
+    for _ in 0..iterations {
+        let (expected, log_likelihood) = model.e_step();
+        model.m_step(&expected, bayesian);
+        log_likelihoods.push(log_likelihood);
+    }
+    let scores = (0..model.pieces.len()).map(|i| model.score(i as u32)).collect();
+    Ok((scores, log_likelihoods))
 }

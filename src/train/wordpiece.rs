@@ -18,11 +18,9 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-use numpy::PyReadonlyArray1;
-use pyo3::exceptions::PyValueError;
-use pyo3::prelude::*;
-use pyo3::types::PyBytes;
 use rustc_hash::{FxHashMap, FxHashSet};
+
+use crate::count::PreTokenCounts;
 
 
 type Pair = (u32, u32);
@@ -283,18 +281,18 @@ impl<'m> Trainer<'m> {
     }
 }
 
-/// Learns up to `budget` new tokens from weighted pre-tokens (see the module comment); only
-/// pairs that occur at least `min_frequency` times are merged.
+/// Learns up to `budget` new tokens from counted pre-tokens (see the module comment); only
+/// pairs that occur at least `min_frequency` times are merged. `report` is called with the
+/// number of tokens learned every 256 tokens.
 pub fn train(
-    words: &[&[u8]],
-    counts: &[u64],
+    counts: &PreTokenCounts,
     budget: usize,
     marker: Option<&[u8]>,
     min_frequency: u64,
     report: &mut dyn FnMut(usize),
 ) -> WordPieceTraining {
     let marker = marker.filter(|m| !m.is_empty());
-    let mut trainer = Trainer::new(words, counts, marker, min_frequency);
+    let mut trainer = Trainer::new(&counts.words(), counts.counts(), marker, min_frequency);
     let mut learned = 0;
     let mut merges = Vec::new();
     while learned < budget {
@@ -326,54 +324,4 @@ pub fn train(
         })
         .collect();
     WordPieceTraining { vocab, merges }
-}
-
-/// The pre-tokens of a `WordCounts` (flat data, offsets, counts) as slices, checked.
-pub(crate) fn word_slices<'a>(data: &'a [u8], offsets: &[i64], counts: &[u64]) -> PyResult<Vec<&'a [u8]>> {
-    if offsets.len() != counts.len() + 1 {
-        return Err(PyValueError::new_err(format!(
-            "WordCounts has {} offsets for {} counts, expected counts + 1",
-            offsets.len(),
-            counts.len()
-        )));
-    }
-    let mut words = Vec::with_capacity(counts.len());
-    for (i, bounds) in offsets.windows(2).enumerate() {
-        let (start, end) = (bounds[0], bounds[1]);
-        if start < 0 || end < start || end as usize > data.len() {
-            return Err(PyValueError::new_err(format!(
-                "WordCounts offsets[{i}..{}] = {start}..{end} out of order or beyond the {} data bytes",
-                i + 1,
-                data.len()
-            )));
-        }
-        words.push(&data[start as usize..end as usize]);
-    }
-    Ok(words)
-}
-
-#[pyfunction]
-#[pyo3(name = "train_wordpiece", signature = (data, offsets, counts, budget, continuation_marker=None, min_frequency=1, progress=None))]
-fn py_train_wordpiece<'py>(
-    py: Python<'py>,
-    data: &[u8],
-    offsets: PyReadonlyArray1<'py, i64>,
-    counts: PyReadonlyArray1<'py, u64>,
-    budget: usize,
-    continuation_marker: Option<Vec<u8>>,
-    min_frequency: u64,
-    progress: Option<Py<PyAny>>,
-) -> PyResult<(Vec<Bound<'py, PyBytes>>, Vec<(u32, u32, u32)>)> {
-    let (offsets, counts) = (offsets.as_slice()?, counts.as_slice()?);
-    let words = word_slices(data, offsets, counts)?;
-    let mut report = crate::progress::reporter(&progress);
-    let training =
-        py.detach(|| train(&words, counts, budget, continuation_marker.as_deref(), min_frequency, &mut report));
-    let vocab = training.vocab.iter().map(|t| PyBytes::new(py, t)).collect();
-    Ok((vocab, training.merges))
-}
-
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(py_train_wordpiece, m)?)?;
-    Ok(())
 }
