@@ -195,10 +195,6 @@ impl<'a> PreTokenCounts<'a> {
         (0..self.len()).map(|i| self.word(i)).collect()
     }
 
-    pub fn data(&self) -> &'a [u8] {
-        self.data
-    }
-
     pub fn offsets(&self) -> &'a [i64] {
         self.offsets
     }

@@ -1,5 +1,7 @@
-//! polytok's Rust core: the hot loops only. Each module owns its algorithm and registers its
-//! own PyO3 bindings (so modules can be worked on independently); this file only wires them.
+//! polytok's Rust core, the module `polytok._core`: the hot loops only. The algorithm modules
+//! (pre-tokenising and counting, segmenters, trainers, the ConvexTok LP, the readers of other
+//! libraries' files, text statistics) hold no Python types; `bindings` wraps them all for
+//! Python. This file only wires the modules together.
 use pyo3::prelude::*;
 
 mod bindings;
@@ -13,9 +15,5 @@ mod train;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    bindings::register(m)?;
-    lp::graph::register(m)?;
-    lp::dual_ascent::register(m)?;
-    metrics::register(m)?;
-    Ok(())
+    bindings::register(m)
 }

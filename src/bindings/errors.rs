@@ -8,6 +8,8 @@ use pyo3::prelude::*;
 
 use crate::compat::CompatError;
 use crate::count::CountsError;
+use crate::lp::dual_ascent::DualError;
+use crate::lp::graph::{GraphError, GraphInput};
 use crate::pretokenize::PreTokenizeError;
 use crate::segment::encoder::{BuildError, PolicyError};
 use crate::segment::{ByteRole, VocabularyError};
@@ -262,6 +264,51 @@ impl fmt::Display for UnigramError {
 
 impl From<UnigramError> for PyErr {
     fn from(error: UnigramError) -> PyErr {
+        value_error(error)
+    }
+}
+
+// ---- the LP ---------------------------------------------------------------------------------
+
+impl fmt::Display for GraphError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match *self {
+            GraphError::Length { input, got, expected } => {
+                let name = match input {
+                    GraphInput::Candidates => "candidate",
+                    GraphInput::LpPrices => "lp prices",
+                    GraphInput::Prices => "prices",
+                };
+                write!(f, "{name} has {got} entries, expected {expected}")
+            }
+            GraphError::Prices => write!(f, "prices must be finite and >= 0"),
+            GraphError::Temperature(tau) => write!(f, "tau must be finite and > 0, got {tau}"),
+            GraphError::Colour(colour) => write!(f, "colour {colour} out of range"),
+        }
+    }
+}
+
+impl From<GraphError> for PyErr {
+    fn from(error: GraphError) -> PyErr {
+        value_error(error)
+    }
+}
+
+impl fmt::Display for DualError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            DualError::ColourTauRatio(ratio) => {
+                write!(f, "colour_tau_ratio must be > 0, got {ratio}")
+            }
+            DualError::Graph(error) => write!(f, "{error}"),
+            DualError::Gain(gain) => write!(f, "gain must be >= 0, got {gain}"),
+            DualError::OtherGraph => write!(f, "this dual ascent was started on another graph"),
+        }
+    }
+}
+
+impl From<DualError> for PyErr {
+    fn from(error: DualError) -> PyErr {
         value_error(error)
     }
 }

@@ -11,6 +11,8 @@ mod compat;
 mod counts;
 mod encoders;
 mod errors;
+mod lp;
+mod metrics;
 mod trainers;
 
 /// Adds every class, function, exception and constant of `polytok._core` to the module.
@@ -20,6 +22,8 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     encoders::register(m)?;
     compat::register(m)?;
     trainers::register(m)?;
+    lp::register(m)?;
+    metrics::register(m)?;
     Ok(())
 }
 
