@@ -235,3 +235,30 @@ pub fn merge_sorted(left: &PreTokenCounts, right: &PreTokenCounts) -> FlatCounts
     }
     merged
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn malformed_buffers_name_the_fact() {
+        let data = b"abcd";
+        let check = |offsets: &[i64], counts: &[u64]| PreTokenCounts::new(data, offsets, counts).err();
+        assert_eq!(check(&[0, 4], &[1, 1]), Some(CountsError::OffsetsLength { offsets: 2, counts: 2 }));
+        assert_eq!(check(&[0, 2, 5], &[1, 1]), Some(CountsError::OffsetsEnds { first: 0, last: 5, data: 4 }));
+        assert_eq!(check(&[0, 3, 2, 4], &[1, 1, 1]), Some(CountsError::OffsetsDecrease { index: 1 }));
+        assert_eq!(check(&[0, 2, 2, 4], &[1, 1, 1]), None);
+        let empty = PreTokenCounts::new(data, &[0, 2, 2, 4], &[1, 1, 1]).unwrap();
+        assert_eq!(empty.check_sorted(), Err(CountsError::EmptyPreToken { index: 1 }));
+        let unsorted = PreTokenCounts::new(b"ba", &[0, 1, 2], &[1, 1]).unwrap();
+        assert_eq!(unsorted.check_sorted(), Err(CountsError::Unsorted { index: 1 }));
+    }
+
+    #[test]
+    fn merging_sums_the_counts_of_equal_pre_tokens() {
+        let left = PreTokenCounts::new(b"ab", &[0, 1, 2], &[1, 2]).unwrap();
+        let right = PreTokenCounts::new(b"bc", &[0, 1, 2], &[3, 4]).unwrap();
+        let merged = merge_sorted(&left, &right);
+        assert_eq!((merged.data, merged.offsets, merged.counts), (b"abc".to_vec(), vec![0, 1, 2, 3], vec![1, 5, 4]));
+    }
+}

@@ -136,12 +136,15 @@ impl fmt::Display for VocabularyError {
                 write!(f, "merge {rank} ({left}, {right}) repeats an earlier merge")
             }
             VocabularyError::MissingByte { byte, role } => {
-                write!(f, "the vocabulary lacks the single byte 0x{byte:02x}")?;
-                match role {
-                    ByteRole::Any => write!(f, "; the segmenter needs all 256 single bytes"),
-                    ByteRole::WordInitial => write!(f, " as a word-initial token"),
-                    ByteRole::Continuation => write!(f, " as a continuation token"),
-                }
+                let role = match role {
+                    ByteRole::Any => "",
+                    ByteRole::WordInitial => " word-initial",
+                    ByteRole::Continuation => " continuation",
+                };
+                write!(
+                    f,
+                    "byte 0x{byte:02x} is not a{role} token; the segmenter needs all 256 single bytes"
+                )
             }
             VocabularyError::ScoreCount { tokens, scores } => {
                 write!(f, "{tokens} tokens but {scores} scores")
