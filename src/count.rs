@@ -156,16 +156,27 @@ impl<'a> PreTokenCounts<'a> {
     /// from 0 to the data length.
     pub fn new(data: &'a [u8], offsets: &'a [i64], counts: &'a [u64]) -> Result<Self, CountsError> {
         if offsets.len() != counts.len() + 1 {
-            return Err(CountsError::OffsetsLength { offsets: offsets.len(), counts: counts.len() });
+            return Err(CountsError::OffsetsLength {
+                offsets: offsets.len(),
+                counts: counts.len(),
+            });
         }
         let (first, last) = (offsets[0], offsets[offsets.len() - 1]);
         if first != 0 || last != data.len() as i64 {
-            return Err(CountsError::OffsetsEnds { first, last, data: data.len() });
+            return Err(CountsError::OffsetsEnds {
+                first,
+                last,
+                data: data.len(),
+            });
         }
         if let Some(index) = offsets.windows(2).position(|pair| pair[0] > pair[1]) {
             return Err(CountsError::OffsetsDecrease { index });
         }
-        Ok(PreTokenCounts { data, offsets, counts })
+        Ok(PreTokenCounts {
+            data,
+            offsets,
+            counts,
+        })
     }
 
     /// Checks what a merge of sorted counts relies on: pre-tokens non-empty and in strictly
@@ -243,15 +254,38 @@ mod tests {
     #[test]
     fn malformed_buffers_name_the_fact() {
         let data = b"abcd";
-        let check = |offsets: &[i64], counts: &[u64]| PreTokenCounts::new(data, offsets, counts).err();
-        assert_eq!(check(&[0, 4], &[1, 1]), Some(CountsError::OffsetsLength { offsets: 2, counts: 2 }));
-        assert_eq!(check(&[0, 2, 5], &[1, 1]), Some(CountsError::OffsetsEnds { first: 0, last: 5, data: 4 }));
-        assert_eq!(check(&[0, 3, 2, 4], &[1, 1, 1]), Some(CountsError::OffsetsDecrease { index: 1 }));
+        let check =
+            |offsets: &[i64], counts: &[u64]| PreTokenCounts::new(data, offsets, counts).err();
+        assert_eq!(
+            check(&[0, 4], &[1, 1]),
+            Some(CountsError::OffsetsLength {
+                offsets: 2,
+                counts: 2
+            })
+        );
+        assert_eq!(
+            check(&[0, 2, 5], &[1, 1]),
+            Some(CountsError::OffsetsEnds {
+                first: 0,
+                last: 5,
+                data: 4
+            })
+        );
+        assert_eq!(
+            check(&[0, 3, 2, 4], &[1, 1, 1]),
+            Some(CountsError::OffsetsDecrease { index: 1 })
+        );
         assert_eq!(check(&[0, 2, 2, 4], &[1, 1, 1]), None);
         let empty = PreTokenCounts::new(data, &[0, 2, 2, 4], &[1, 1, 1]).unwrap();
-        assert_eq!(empty.check_sorted(), Err(CountsError::EmptyPreToken { index: 1 }));
+        assert_eq!(
+            empty.check_sorted(),
+            Err(CountsError::EmptyPreToken { index: 1 })
+        );
         let unsorted = PreTokenCounts::new(b"ba", &[0, 1, 2], &[1, 1]).unwrap();
-        assert_eq!(unsorted.check_sorted(), Err(CountsError::Unsorted { index: 1 }));
+        assert_eq!(
+            unsorted.check_sorted(),
+            Err(CountsError::Unsorted { index: 1 })
+        );
     }
 
     #[test]
@@ -259,6 +293,9 @@ mod tests {
         let left = PreTokenCounts::new(b"ab", &[0, 1, 2], &[1, 2]).unwrap();
         let right = PreTokenCounts::new(b"bc", &[0, 1, 2], &[3, 4]).unwrap();
         let merged = merge_sorted(&left, &right);
-        assert_eq!((merged.data, merged.offsets, merged.counts), (b"abc".to_vec(), vec![0, 1, 2, 3], vec![1, 5, 4]));
+        assert_eq!(
+            (merged.data, merged.offsets, merged.counts),
+            (b"abc".to_vec(), vec![0, 1, 2, 3], vec![1, 5, 4])
+        );
     }
 }

@@ -73,7 +73,10 @@ impl Counter {
 /// Counts the bytes, characters, words and non-blank lines of one document (UTF-8, possibly invalid).
 pub fn measure(text: &[u8]) -> TextStats {
     let mut counter = Counter {
-        stats: TextStats { bytes: text.len() as u64, ..TextStats::default() },
+        stats: TextStats {
+            bytes: text.len() as u64,
+            ..TextStats::default()
+        },
         in_word: false,
         line_has_text: false,
     };

@@ -36,7 +36,11 @@ pub fn counts_view<'a>(
     offsets: &'a PyReadonlyArray1<'_, i64>,
     counts: &'a PyReadonlyArray1<'_, u64>,
 ) -> PyResult<PreTokenCounts<'a>> {
-    Ok(PreTokenCounts::new(data, offsets.as_slice()?, counts.as_slice()?)?)
+    Ok(PreTokenCounts::new(
+        data,
+        offsets.as_slice()?,
+        counts.as_slice()?,
+    )?)
 }
 
 /// Python view of the pre-tokeniser, for polytok.pretokenize, tests and benchmarks.
@@ -68,7 +72,10 @@ impl PyPreTokenizer {
     /// The pre-tokens of `text`; special tokens come out whole, as their own pieces.
     fn split<'py>(&self, py: Python<'py>, text: &[u8]) -> PyResult<Vec<Bound<'py, PyBytes>>> {
         let mut pieces: Vec<&[u8]> = Vec::new();
-        py.detach(|| self.inner.try_for_each_token(text, |piece| pieces.push(piece)))?;
+        py.detach(|| {
+            self.inner
+                .try_for_each_token(text, |piece| pieces.push(piece))
+        })?;
         Ok(pieces
             .into_iter()
             .map(|piece| PyBytes::new(py, piece))

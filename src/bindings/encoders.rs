@@ -274,7 +274,8 @@ impl PyEncoder {
     ) -> PyResult<Bound<'py, PyArray1<u64>>> {
         let texts: Vec<Cow<[u8]>> = texts.iter().map(text_bytes).collect::<PyResult<_>>()?;
         let inner = &self.inner;
-        let histogram = py.detach(|| with_threads(num_threads, || inner.token_histogram(&texts)))?;
+        let histogram =
+            py.detach(|| with_threads(num_threads, || inner.token_histogram(&texts)))?;
         Ok(PyArray1::from_vec(py, histogram))
     }
 

@@ -150,7 +150,10 @@ impl fmt::Display for VocabularyError {
                 write!(f, "{tokens} tokens but {scores} scores")
             }
             VocabularyError::NonFiniteScore { id, score } => {
-                write!(f, "score of token {id} is {score}, expected a finite number")
+                write!(
+                    f,
+                    "score of token {id} is {score}, expected a finite number"
+                )
             }
             VocabularyError::EmptySpecialToken { id } => write!(f, "special token {id} is empty"),
             VocabularyError::SpecialIdTaken { id } => {
@@ -180,7 +183,11 @@ impl fmt::Display for PolicyError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             PolicyError::NotSpecial(text) => {
-                write!(f, "{:?} is not a special token", String::from_utf8_lossy(text))
+                write!(
+                    f,
+                    "{:?} is not a special token",
+                    String::from_utf8_lossy(text)
+                )
             }
             PolicyError::Matcher(error) => write!(f, "{error}"),
         }
@@ -199,7 +206,10 @@ impl fmt::Display for CompatError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             CompatError::MergeRanks { ranks, merges } => {
-                write!(f, "{ranks} ranks for {merges} merges; one rank per merge is needed")
+                write!(
+                    f,
+                    "{ranks} ranks for {merges} merges; one rank per merge is needed"
+                )
             }
             CompatError::UnknownScore(score) => {
                 write!(f, "the unknown score is {score}; it must be finite")
@@ -208,7 +218,10 @@ impl fmt::Display for CompatError {
                 write!(f, "the charsmap is shorter than its 4-byte header")
             }
             CompatError::CharsmapSize { size, length } => {
-                write!(f, "the charsmap's trie size {size} does not fit its {length} bytes")
+                write!(
+                    f,
+                    "the charsmap's trie size {size} does not fit its {length} bytes"
+                )
             }
             CompatError::WordLengths { total, data } => write!(
                 f,
@@ -237,7 +250,10 @@ impl fmt::Display for BpeError {
                 write!(f, "num_merges must be below 2^32 - 256, got {num_merges}")
             }
             BpeError::TooLarge => {
-                write!(f, "more than 2^32 - 1 words, or a word of 2^32 bytes or more")
+                write!(
+                    f,
+                    "more than 2^32 - 1 words, or a word of 2^32 bytes or more"
+                )
             }
         }
     }
@@ -253,10 +269,16 @@ impl fmt::Display for UnigramError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
             UnigramError::ShrinkingFactor(factor) => {
-                write!(f, "shrinking_factor is {factor}, expected a number in (0, 1)")
+                write!(
+                    f,
+                    "shrinking_factor is {factor}, expected a number in (0, 1)"
+                )
             }
             UnigramError::BytesFirst => {
-                write!(f, "pieces must start with the 256 single bytes in byte order")
+                write!(
+                    f,
+                    "pieces must start with the 256 single bytes in byte order"
+                )
             }
             UnigramError::ScoreCount { pieces, scores } => {
                 write!(f, "{pieces} pieces but {scores} scores")
@@ -276,7 +298,11 @@ impl From<UnigramError> for PyErr {
 impl fmt::Display for GraphError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match *self {
-            GraphError::Length { input, got, expected } => {
+            GraphError::Length {
+                input,
+                got,
+                expected,
+            } => {
                 let name = match input {
                     GraphInput::Candidates => "candidate",
                     GraphInput::LpPrices => "lp prices",

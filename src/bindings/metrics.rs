@@ -59,14 +59,21 @@ fn text_stats<'py>(
 /// into the histogram `counts`, and returns how many ids there were. Reading the Python ints
 /// here is several times cheaper than building a numpy array from them first.
 #[pyfunction]
-fn add_token_counts(encoded: &Bound<'_, PyList>, counts: &Bound<'_, PyArray1<i64>>) -> PyResult<u64> {
+fn add_token_counts(
+    encoded: &Bound<'_, PyList>,
+    counts: &Bound<'_, PyArray1<i64>>,
+) -> PyResult<u64> {
     let mut counts = counts.readwrite();
-    let histogram = counts.as_slice_mut().map_err(|_| PyValueError::new_err("counts must be contiguous"))?;
+    let histogram = counts
+        .as_slice_mut()
+        .map_err(|_| PyValueError::new_err("counts must be contiguous"))?;
     let vocabulary = histogram.len();
     let mut total: u64 = 0;
     for (index, document) in encoded.iter().enumerate() {
         let ids = document.cast::<PyList>().map_err(|_| {
-            PyTypeError::new_err(format!("encoded document {index} is not a list of token ids"))
+            PyTypeError::new_err(format!(
+                "encoded document {index} is not a list of token ids"
+            ))
         })?;
         for position in 0..ids.len() {
             // A borrowed reference read without the bounds check and reference counting of

@@ -57,9 +57,20 @@ impl Segmenter for CharLongestMatch {
 impl CharLongestMatch {
     /// `strings` are the (text, id) pairs of the vocabulary, continuation forms included (e.g.
     /// "##ing" with `continuation` "##"); a word of more than `max_chars` characters is `unk`.
-    pub fn new(strings: Vec<(Vec<u8>, u32)>, continuation: Vec<u8>, max_chars: usize, unk: u32) -> Self {
-        let entries: Vec<(Vec<u8>, u32, f64)> = strings.into_iter().map(|(t, id)| (t, id, 0.0)).collect();
-        CharLongestMatch { tokens: self::strings(&entries), continuation, max_chars, unk }
+    pub fn new(
+        strings: Vec<(Vec<u8>, u32)>,
+        continuation: Vec<u8>,
+        max_chars: usize,
+        unk: u32,
+    ) -> Self {
+        let entries: Vec<(Vec<u8>, u32, f64)> =
+            strings.into_iter().map(|(t, id)| (t, id, 0.0)).collect();
+        CharLongestMatch {
+            tokens: self::strings(&entries),
+            continuation,
+            max_chars,
+            unk,
+        }
     }
 }
 
@@ -73,7 +84,12 @@ mod tests {
         for (id, text) in ["un", "##able", "##a", "x"].iter().enumerate() {
             tokens.insert(text.as_bytes(), id as u32, 0.0);
         }
-        let segmenter = CharLongestMatch { tokens, continuation: b"##".to_vec(), max_chars: 100, unk: 99 };
+        let segmenter = CharLongestMatch {
+            tokens,
+            continuation: b"##".to_vec(),
+            max_chars: 100,
+            unk: 99,
+        };
         let mut out = Vec::new();
         segmenter.segment(b"unable", &mut out);
         segmenter.segment(b"unabz", &mut out);

@@ -47,7 +47,11 @@ fn symbol_key(symbol: &[u8]) -> u64 {
 fn symbol_ids(entries: &[(Vec<u8>, u32, f64)], byte_symbols: bool) -> FxHashMap<u64, u32> {
     let mut symbols = FxHashMap::default();
     for (text, id, _) in entries {
-        let one = if byte_symbols { text.len() == 1 } else { !text.is_empty() && char_len(text, 0) == text.len() };
+        let one = if byte_symbols {
+            text.len() == 1
+        } else {
+            !text.is_empty() && char_len(text, 0) == text.len()
+        };
         if one {
             symbols.entry(symbol_key(text)).or_insert(*id);
         }
@@ -69,8 +73,13 @@ fn ascii_symbols(symbols: &FxHashMap<u64, u32>) -> [u32; 128] {
 impl CharMerges {
     /// Whether no merge's right side starts with the marker symbol (see `cut_at_markers`); false
     /// if the marker is not a symbol (it could become byte tokens or part of an unknown run).
-    fn merges_stop_at_markers(symbols: &FxHashMap<u64, u32>, pairs: &FxHashMap<u64, (u32, u32)>) -> bool {
-        let Some(&marker) = symbols.get(&symbol_key(MARKER)) else { return false };
+    fn merges_stop_at_markers(
+        symbols: &FxHashMap<u64, u32>,
+        pairs: &FxHashMap<u64, (u32, u32)>,
+    ) -> bool {
+        let Some(&marker) = symbols.get(&symbol_key(MARKER)) else {
+            return false;
+        };
         // The ids that can start with the marker: it, and what merges make with one on the left.
         let mut starts_with_marker = rustc_hash::FxHashSet::from_iter([marker]);
         loop {
@@ -84,7 +93,9 @@ impl CharMerges {
                 break;
             }
         }
-        pairs.keys().all(|&pair| !starts_with_marker.contains(&(pair as u32)))
+        pairs
+            .keys()
+            .all(|&pair| !starts_with_marker.contains(&(pair as u32)))
     }
 
     /// The first symbols of a word (HF's rule): each character's token, else its byte tokens,
@@ -93,11 +104,17 @@ impl CharMerges {
         let mut pending_unk = false;
         let mut at = 0;
         while at < word.len() {
-            let len = if self.byte_symbols { 1 } else { char_len(word, at) };
+            let len = if self.byte_symbols {
+                1
+            } else {
+                char_len(word, at)
+            };
             let character = &word[at..at + len];
             at += len;
             let symbol = match character {
-                &[byte] if byte < 0x80 => Some(self.ascii_symbols[byte as usize]).filter(|&id| id != NONE),
+                &[byte] if byte < 0x80 => {
+                    Some(self.ascii_symbols[byte as usize]).filter(|&id| id != NONE)
+                }
                 _ => self.symbols.get(&symbol_key(character)).copied(),
             };
             if let Some(id) = symbol {
@@ -122,7 +139,10 @@ impl CharMerges {
 
     #[inline]
     fn join(&self, left: u32, right: u32) -> (u32, u32) {
-        self.pairs.get(&(((left as u64) << 32) | right as u64)).copied().unwrap_or((NONE, NONE))
+        self.pairs
+            .get(&(((left as u64) << 32) | right as u64))
+            .copied()
+            .unwrap_or((NONE, NONE))
     }
 }
 
@@ -140,7 +160,10 @@ impl Segmenter for CharMerges {
         }
         let mut start = 0;
         let mut at = 1;
-        while let Some(found) = word.get(at..).and_then(|rest| rest.iter().position(|&byte| byte == MARKER[0])) {
+        while let Some(found) = word
+            .get(at..)
+            .and_then(|rest| rest.iter().position(|&byte| byte == MARKER[0]))
+        {
             at += found;
             if word[at..].starts_with(MARKER) {
                 self.merge(&word[start..at], out);
@@ -277,15 +300,21 @@ impl CharMerges {
         ignore_merges: bool,
     ) -> Result<Self, CompatError> {
         if let Some(ranks) = merge_ranks.filter(|ranks| ranks.len() != merges.len()) {
-            return Err(CompatError::MergeRanks { ranks: ranks.len(), merges: merges.len() });
+            return Err(CompatError::MergeRanks {
+                ranks: ranks.len(),
+                merges: merges.len(),
+            });
         }
         let mut pairs = FxHashMap::default();
         for (index, &(left, right, merged)) in merges.iter().enumerate() {
             let rank = merge_ranks.map_or(index as u32, |ranks| ranks[index]);
             // The first of two equal merges wins, as in a rank table built from the list.
-            pairs.entry(((left as u64) << 32) | right as u64).or_insert((rank, merged));
+            pairs
+                .entry(((left as u64) << 32) | right as u64)
+                .or_insert((rank, merged));
         }
-        let entries: Vec<(Vec<u8>, u32, f64)> = strings.into_iter().map(|(t, id)| (t, id, 0.0)).collect();
+        let entries: Vec<(Vec<u8>, u32, f64)> =
+            strings.into_iter().map(|(t, id)| (t, id, 0.0)).collect();
         let symbols = symbol_ids(&entries, byte_symbols);
         let cut_at_markers = !byte_symbols && CharMerges::merges_stop_at_markers(&symbols, &pairs);
         Ok(CharMerges {
@@ -314,7 +343,11 @@ mod tests {
         let mut merges = Vec::new();
         let mut rng = SplitMix64::new(7);
         // The marker (symbol 4) is a right side only with `right_marker`.
-        let rights = if right_marker { letters.len() } else { letters.len() - 1 };
+        let rights = if right_marker {
+            letters.len()
+        } else {
+            letters.len() - 1
+        };
         for left in 0..letters.len() {
             for right in 0..rights {
                 let joined = format!("{}{}", texts[left], texts[right]);
@@ -328,16 +361,27 @@ mod tests {
         for (_, _, merged) in merges.clone() {
             for last in 0..rights as u32 {
                 if rng.next_f64() < 0.5 {
-                    texts.push(format!("{}{}", texts[merged as usize], texts[last as usize]));
+                    texts.push(format!(
+                        "{}{}",
+                        texts[merged as usize], texts[last as usize]
+                    ));
                     merges.push((merged, last, texts.len() as u32 - 1));
                 }
             }
         }
-        let entries: Vec<(Vec<u8>, u32, f64)> =
-            texts.iter().enumerate().map(|(id, text)| (text.as_bytes().to_vec(), id as u32, 0.0)).collect();
+        let entries: Vec<(Vec<u8>, u32, f64)> = texts
+            .iter()
+            .enumerate()
+            .map(|(id, text)| (text.as_bytes().to_vec(), id as u32, 0.0))
+            .collect();
         let mut pairs = FxHashMap::default();
-        for (&(left, right, merged), rank) in merges.iter().zip((0..merges.len() as u32).map(|k| (k * 7919) % 64)) {
-            pairs.entry(((left as u64) << 32) | right as u64).or_insert((rank, merged));
+        for (&(left, right, merged), rank) in merges
+            .iter()
+            .zip((0..merges.len() as u32).map(|k| (k * 7919) % 64))
+        {
+            pairs
+                .entry(((left as u64) << 32) | right as u64)
+                .or_insert((rank, merged));
         }
         let symbols = symbol_ids(&entries, false);
         let cut_at_markers = CharMerges::merges_stop_at_markers(&symbols, &pairs);
@@ -355,7 +399,9 @@ mod tests {
 
     fn random_word(rng: &mut SplitMix64, length: usize) -> Vec<u8> {
         let alphabet = ["a", "b", "c", "d", "\u{2581}", "x"];
-        (0..length).flat_map(|_| alphabet[(rng.next_u64() % 6) as usize].bytes()).collect()
+        (0..length)
+            .flat_map(|_| alphabet[(rng.next_u64() % 6) as usize].bytes())
+            .collect()
     }
 
     /// Short words merge by scanning, long ones with the heap, and a word may be cut before
@@ -387,8 +433,11 @@ mod tests {
 
     #[test]
     fn char_merges_replays_by_rank_and_falls_back_to_bytes() {
-        let entries: Vec<(Vec<u8>, u32, f64)> =
-            ["a", "b", "ab", "abb"].iter().enumerate().map(|(id, text)| (text.as_bytes().to_vec(), id as u32, 0.0)).collect();
+        let entries: Vec<(Vec<u8>, u32, f64)> = ["a", "b", "ab", "abb"]
+            .iter()
+            .enumerate()
+            .map(|(id, text)| (text.as_bytes().to_vec(), id as u32, 0.0))
+            .collect();
         let mut pairs = FxHashMap::default();
         pairs.insert((0u64 << 32) | 1, (0, 2)); // a b -> ab
         pairs.insert((2u64 << 32) | 1, (1, 3)); // ab b -> abb

@@ -27,7 +27,11 @@ struct Best<S> {
 impl<S: Score> CharViterbi<S> {
     /// `lattice` holds the (text, id, score) entries a word can be cut into; `unk_score` (finite)
     /// is the score of an unknown character.
-    pub fn new(lattice: &[(Vec<u8>, u32, f64)], unknowns: Unknowns, unk_score: f64) -> Result<Self, CompatError> {
+    pub fn new(
+        lattice: &[(Vec<u8>, u32, f64)],
+        unknowns: Unknowns,
+        unk_score: f64,
+    ) -> Result<Self, CompatError> {
         if !unk_score.is_finite() {
             return Err(CompatError::UnknownScore(unk_score));
         }
@@ -35,7 +39,11 @@ impl<S: Score> CharViterbi<S> {
             lattice: Trie::new(lattice),
             unknowns,
             unk_score: S::from_f64(unk_score),
-            small_scores: lattice.iter().map(|&(_, _, score)| score).chain([unk_score]).all(|score| score.abs() <= SMALL),
+            small_scores: lattice
+                .iter()
+                .map(|&(_, _, score)| score)
+                .chain([unk_score])
+                .all(|score| score.abs() <= SMALL),
         })
     }
 
@@ -70,9 +78,14 @@ impl<S: Score> CharViterbi<S> {
                 end += 1;
                 let candidate = so_far + slot.score;
                 let target = &mut best[end];
-                let wins = candidate > target.score || (!SMALL_SCORES && slot.id != NONE && target.start == NONE);
+                let wins = candidate > target.score
+                    || (!SMALL_SCORES && slot.id != NONE && target.start == NONE);
                 if wins {
-                    *target = Best { score: candidate, start: start as u32, id: slot.id };
+                    *target = Best {
+                        score: candidate,
+                        start: start as u32,
+                        id: slot.id,
+                    };
                 }
                 has_single_character |= (slot.id != NONE) & (end - start == first_len);
             }
@@ -80,7 +93,11 @@ impl<S: Score> CharViterbi<S> {
                 let candidate = so_far + self.unk_score;
                 let target = &mut best[start + first_len];
                 if target.start == NONE || candidate > target.score {
-                    *target = Best { score: candidate, start: start as u32, id: NONE };
+                    *target = Best {
+                        score: candidate,
+                        start: start as u32,
+                        id: NONE,
+                    };
                 }
             }
             start += first_len;
@@ -94,13 +111,26 @@ impl<S: Score> Segmenter for CharViterbi<S> {
         if n >= NONE as usize {
             // Positions are u32: a pre-token of 4 GiB or more (whose lattice alone would take 50 GB)
             // is cut in two at a character boundary.
-            let half = (n / 2..n).find(|&at| word[at] & 0xc0 != 0x80).unwrap_or(n / 2);
+            let half = (n / 2..n)
+                .find(|&at| word[at] & 0xc0 != 0x80)
+                .unwrap_or(n / 2);
             self.segment(&word[..half], out);
             self.segment(&word[half..], out);
             return;
         }
-        let mut best = vec![Best { score: S::NEG_INFINITY, start: NONE, id: NONE }; n + 1];
-        best[0] = Best { score: S::ZERO, start: 0, id: NONE };
+        let mut best = vec![
+            Best {
+                score: S::NEG_INFINITY,
+                start: NONE,
+                id: NONE
+            };
+            n + 1
+        ];
+        best[0] = Best {
+            score: S::ZERO,
+            start: 0,
+            id: NONE,
+        };
         if self.small_scores {
             self.forward::<true>(word, &mut best);
         } else {
@@ -151,9 +181,14 @@ mod tests {
             ("中".into(), 1, -1.375),
             ("中".as_bytes()[..2].to_vec(), 2, -0.001),
         ];
-        let segmenter = CharViterbi::<f32>::new(&lattice, Unknowns::new(&[], false, Some(99), true), -0.5).unwrap();
+        let segmenter =
+            CharViterbi::<f32>::new(&lattice, Unknowns::new(&[], false, Some(99), true), -0.5)
+                .unwrap();
         let mut out = Vec::new();
-        segmenter.segment(&["中a".as_bytes(), b"\xe4\xb8", "中".as_bytes()].concat(), &mut out);
+        segmenter.segment(
+            &["中a".as_bytes(), b"\xe4\xb8", "中".as_bytes()].concat(),
+            &mut out,
+        );
         assert_eq!(out, vec![1, 0, 2, 1]);
     }
 
@@ -161,15 +196,25 @@ mod tests {
     /// is the only way through, as SentencePiece takes it: such lattices use the checked walk.
     #[test]
     fn viterbi_takes_the_only_path_whatever_its_score() {
-        let lattice: Vec<(Vec<u8>, u32, f64)> =
-            vec![("a".into(), 0, f64::NEG_INFINITY), ("b".into(), 1, -1e38), ("ab".into(), 2, -3e38)];
-        let segmenter = CharViterbi::<f32>::new(&lattice, Unknowns::new(&[], false, Some(99), true), -1.0).unwrap();
+        let lattice: Vec<(Vec<u8>, u32, f64)> = vec![
+            ("a".into(), 0, f64::NEG_INFINITY),
+            ("b".into(), 1, -1e38),
+            ("ab".into(), 2, -3e38),
+        ];
+        let segmenter =
+            CharViterbi::<f32>::new(&lattice, Unknowns::new(&[], false, Some(99), true), -1.0)
+                .unwrap();
         assert!(!segmenter.small_scores);
         let mut out = Vec::new();
         segmenter.segment(b"aabbab", &mut out);
         // Every path scores -inf; at each end the first candidate to arrive stays.
         assert_eq!(out, vec![0, 2, 1, 2]);
-        let small: Vec<(Vec<u8>, u32, f64)> = vec![("a".into(), 0, -1e20), ("ab".into(), 1, -0.5e20)];
-        assert!(CharViterbi::<f32>::new(&small, Unknowns::new(&[], false, Some(99), true), -1.0).unwrap().small_scores);
+        let small: Vec<(Vec<u8>, u32, f64)> =
+            vec![("a".into(), 0, -1e20), ("ab".into(), 1, -0.5e20)];
+        assert!(
+            CharViterbi::<f32>::new(&small, Unknowns::new(&[], false, Some(99), true), -1.0)
+                .unwrap()
+                .small_scores
+        );
     }
 }

@@ -63,12 +63,22 @@ pub struct Unknowns {
 }
 
 impl Unknowns {
-    pub fn new(byte_tokens: &[(u8, u32)], byte_fallback: bool, unk: Option<u32>, fuse_unk: bool) -> Self {
+    pub fn new(
+        byte_tokens: &[(u8, u32)],
+        byte_fallback: bool,
+        unk: Option<u32>,
+        fuse_unk: bool,
+    ) -> Self {
         let mut byte_ids = [NONE; 256];
         for &(byte, id) in byte_tokens {
             byte_ids[byte as usize] = id;
         }
-        Unknowns { byte_ids, byte_fallback, unk, fuse_unk }
+        Unknowns {
+            byte_ids,
+            byte_fallback,
+            unk,
+            fuse_unk,
+        }
     }
 
     /// The byte tokens of `text`, if byte fallback is on and every byte has one.
@@ -76,7 +86,9 @@ impl Unknowns {
         if !self.byte_fallback {
             return None;
         }
-        text.iter().map(|&b| Some(self.byte_ids[b as usize]).filter(|&id| id != NONE)).collect()
+        text.iter()
+            .map(|&b| Some(self.byte_ids[b as usize]).filter(|&id| id != NONE))
+            .collect()
     }
 }
 

@@ -16,16 +16,31 @@ pub struct Words<'a> {
 impl<'a> Words<'a> {
     /// Checks that the lengths add up to the data and that the added tokens' word indices are
     /// in order and at most the number of words.
-    pub fn new(data: &'a [u8], lengths: &'a [usize], added: &'a [(usize, u32)]) -> Result<Self, CompatError> {
+    pub fn new(
+        data: &'a [u8],
+        lengths: &'a [usize],
+        added: &'a [(usize, u32)],
+    ) -> Result<Self, CompatError> {
         let total = lengths.iter().sum::<usize>();
         if total != data.len() {
-            return Err(CompatError::WordLengths { total, data: data.len() });
+            return Err(CompatError::WordLengths {
+                total,
+                data: data.len(),
+            });
         }
         let in_order = added.windows(2).all(|pair| pair[0].0 <= pair[1].0);
-        if !in_order || added.last().is_some_and(|&(before, _)| before > lengths.len()) {
+        if !in_order
+            || added
+                .last()
+                .is_some_and(|&(before, _)| before > lengths.len())
+        {
             return Err(CompatError::AddedTokenIndices);
         }
-        Ok(Words { data, lengths, added })
+        Ok(Words {
+            data,
+            lengths,
+            added,
+        })
     }
 }
 

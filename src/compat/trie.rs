@@ -23,7 +23,12 @@ pub(crate) struct TrieSlot<S> {
 }
 
 impl<S: Score> Trie<S> {
-    const FREE: TrieSlot<S> = TrieSlot { parent: NONE, base: 0, id: NONE, score: S::NEG_INFINITY };
+    const FREE: TrieSlot<S> = TrieSlot {
+        parent: NONE,
+        base: 0,
+        id: NONE,
+        score: S::NEG_INFINITY,
+    };
 
     pub(crate) fn new(entries: &[(Vec<u8>, u32, f64)]) -> Self {
         // First a plain trie (node -> sorted children), then each node's children are placed in
@@ -49,7 +54,12 @@ impl<S: Score> Trie<S> {
                 token_of[node] = (*id, S::from_f64(*score));
             }
         }
-        let slot_of_node = |node: usize, parent: u32| TrieSlot { parent, base: 0, id: token_of[node].0, score: token_of[node].1 };
+        let slot_of_node = |node: usize, parent: u32| TrieSlot {
+            parent,
+            base: 0,
+            id: token_of[node].0,
+            score: token_of[node].1,
+        };
         let mut slots = vec![slot_of_node(0, 0)];
         let mut slot_of = vec![0u32; children.len()];
         // The free slots, to place children without stepping through runs of taken ones.
@@ -67,7 +77,11 @@ impl<S: Score> Trie<S> {
             let mut candidate = lowest + 1;
             let base = loop {
                 let base = free.first_from(candidate) - lowest;
-                if kids.iter().all(|&(b, _)| slots.get(base + b as usize).is_none_or(|slot| slot.parent == NONE)) {
+                if kids.iter().all(|&(b, _)| {
+                    slots
+                        .get(base + b as usize)
+                        .is_none_or(|slot| slot.parent == NONE)
+                }) {
                     break base;
                 }
                 candidate = base + lowest + 1;
@@ -155,23 +169,45 @@ mod tests {
     /// The double-array trie finds exactly the vocabulary strings that prefix each suffix.
     #[test]
     fn trie_walks_find_every_prefix_token() {
-        let words = ["a", "ab", "abc", "b", "bca", "\u{2581}the", "\u{2581}", "é", "éa", "zz", "\u{4e2d}\u{6587}"];
-        let entries: Vec<(Vec<u8>, u32, f64)> =
-            words.iter().enumerate().map(|(id, w)| (w.as_bytes().to_vec(), id as u32, -(id as f64))).collect();
+        let words = [
+            "a",
+            "ab",
+            "abc",
+            "b",
+            "bca",
+            "\u{2581}the",
+            "\u{2581}",
+            "é",
+            "éa",
+            "zz",
+            "\u{4e2d}\u{6587}",
+        ];
+        let entries: Vec<(Vec<u8>, u32, f64)> = words
+            .iter()
+            .enumerate()
+            .map(|(id, w)| (w.as_bytes().to_vec(), id as u32, -(id as f64)))
+            .collect();
         let trie = Trie::<f64>::new(&entries);
         let text = "abcabé\u{2581}theéazz\u{4e2d}\u{6587}bca".as_bytes();
         for start in 0..text.len() {
             let mut found = Vec::new();
             let mut slot = 0u32;
             for end in start..text.len() {
-                let Some(next) = trie.child(slot, text[end]) else { break };
+                let Some(next) = trie.child(slot, text[end]) else {
+                    break;
+                };
                 slot = next;
                 if let Some((id, _)) = trie.token(slot) {
                     found.push(id);
                 }
             }
             let expected: Vec<u32> = (start + 1..=text.len())
-                .filter_map(|end| words.iter().position(|w| w.as_bytes() == &text[start..end]).map(|id| id as u32))
+                .filter_map(|end| {
+                    words
+                        .iter()
+                        .position(|w| w.as_bytes() == &text[start..end])
+                        .map(|id| id as u32)
+                })
                 .collect();
             assert_eq!(found, expected, "start {start}");
         }
@@ -182,30 +218,58 @@ mod tests {
     #[test]
     fn trie_of_many_strings_finds_every_prefix_token() {
         let mut rng = SplitMix64::new(11);
-        let pieces = ["a", "b", "e", "t", "\u{2581}", "é", "中", "\u{1F642}", "\x00", "\x7f"];
+        let pieces = [
+            "a",
+            "b",
+            "e",
+            "t",
+            "\u{2581}",
+            "é",
+            "中",
+            "\u{1F642}",
+            "\x00",
+            "\x7f",
+        ];
         let mut words: Vec<String> = Vec::new();
         for _ in 0..3000 {
             let length = rng.next_u64() % 6 + 1;
-            words.push((0..length).map(|_| pieces[(rng.next_u64() % pieces.len() as u64) as usize]).collect());
+            words.push(
+                (0..length)
+                    .map(|_| pieces[(rng.next_u64() % pieces.len() as u64) as usize])
+                    .collect(),
+            );
         }
-        let entries: Vec<(Vec<u8>, u32, f64)> =
-            words.iter().enumerate().map(|(id, w)| (w.as_bytes().to_vec(), id as u32, 0.0)).collect();
+        let entries: Vec<(Vec<u8>, u32, f64)> = words
+            .iter()
+            .enumerate()
+            .map(|(id, w)| (w.as_bytes().to_vec(), id as u32, 0.0))
+            .collect();
         let trie = Trie::<f32>::new(&entries);
-        let first_id: FxHashMap<&[u8], u32> =
-            words.iter().enumerate().rev().map(|(id, w)| (w.as_bytes(), id as u32)).collect();
+        let first_id: FxHashMap<&[u8], u32> = words
+            .iter()
+            .enumerate()
+            .rev()
+            .map(|(id, w)| (w.as_bytes(), id as u32))
+            .collect();
         for _ in 0..300 {
-            let text: String = (0..8).map(|_| pieces[(rng.next_u64() % pieces.len() as u64) as usize]).collect();
+            let text: String = (0..8)
+                .map(|_| pieces[(rng.next_u64() % pieces.len() as u64) as usize])
+                .collect();
             let text = text.as_bytes();
             let mut found = Vec::new();
             let mut slot = 0u32;
             for &byte in text {
-                let Some(next) = trie.child(slot, byte) else { break };
+                let Some(next) = trie.child(slot, byte) else {
+                    break;
+                };
                 slot = next;
                 if let Some((id, _)) = trie.token(slot) {
                     found.push(id);
                 }
             }
-            let expected: Vec<u32> = (1..=text.len()).filter_map(|end| first_id.get(&text[..end]).copied()).collect();
+            let expected: Vec<u32> = (1..=text.len())
+                .filter_map(|end| first_id.get(&text[..end]).copied())
+                .collect();
             assert_eq!(found, expected);
         }
     }

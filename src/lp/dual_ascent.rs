@@ -478,7 +478,15 @@ impl DualAscent {
         if !(gain >= 0.0) {
             return Err(DualError::Gain(gain));
         }
-        Ok(self.run_stage(graph, tau, iterations, extend, gain, memory.max(1), deadline))
+        Ok(self.run_stage(
+            graph,
+            tau,
+            iterations,
+            extend,
+            gain,
+            memory.max(1),
+            deadline,
+        ))
     }
 
     /// Best exact L(mu) seen (not yet lowered by a rounding margin).

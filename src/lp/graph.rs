@@ -31,7 +31,11 @@ pub enum GraphInput {
 #[derive(Clone, Debug, PartialEq)]
 pub enum GraphError {
     /// `input` has `got` entries where the graph needs `expected`.
-    Length { input: GraphInput, got: usize, expected: usize },
+    Length {
+        input: GraphInput,
+        got: usize,
+        expected: usize,
+    },
     /// A price is negative, infinite or NaN.
     Prices,
     /// A temperature that is not finite and positive.
@@ -74,7 +78,11 @@ pub struct TokenGraph {
 /// Fails unless `got` is `expected`.
 fn check_length(input: GraphInput, got: usize, expected: usize) -> Result<(), GraphError> {
     if got != expected {
-        return Err(GraphError::Length { input, got, expected });
+        return Err(GraphError::Length {
+            input,
+            got,
+            expected,
+        });
     }
     Ok(())
 }

@@ -25,7 +25,10 @@ pub enum PreTokenizeError {
     /// The pattern does not compile.
     Pattern(fancy_regex::Error),
     /// The regex exceeded its backtracking limit at byte `offset` of the text.
-    GaveUp { offset: usize, error: fancy_regex::Error },
+    GaveUp {
+        offset: usize,
+        error: fancy_regex::Error,
+    },
 }
 
 /// One part of a document after special tokens are split out.
@@ -94,7 +97,12 @@ impl PreTokenizer {
                     .map_err(PreTokenizeError::SpecialTokens)?,
             )
         };
-        Ok(PreTokenizer { matcher, specials, special_tokens, keep_unmatched: true })
+        Ok(PreTokenizer {
+            matcher,
+            specials,
+            special_tokens,
+            keep_unmatched: true,
+        })
     }
 
     /// Drop the text a user regex does not match instead of keeping it as pre-tokens, as the
@@ -261,5 +269,7 @@ fn compile(pattern: &str) -> Result<fancy_regex::Regex, PreTokenizeError> {
 /// 8 o200k's upper class, 16 its lower class), so a test can compare them with `regex`.
 pub fn character_class_flags() -> Vec<u8> {
     let classes = classes::CharClasses::get();
-    (0..0x110000u32).map(|code_point| classes.of(code_point)).collect()
+    (0..0x110000u32)
+        .map(|code_point| classes.of(code_point))
+        .collect()
 }

@@ -193,7 +193,9 @@ impl Encoder {
 
     /// The segmenter's random cut of `kind`, if it has one.
     pub fn random_segmenter(&self, kind: RandomKind) -> Option<&dyn RandomSegmenter> {
-        self.segmenter.random().filter(|random| random.kind() == kind)
+        self.segmenter
+            .random()
+            .filter(|random| random.kind() == kind)
     }
 
     /// The segmenter's ranking of cuts, if it has one.
@@ -264,7 +266,10 @@ impl Encoder {
             .reduce(
                 || vec![0u64; size],
                 |mut total, part| {
-                    total.iter_mut().zip(part).for_each(|(sum, count)| *sum += count);
+                    total
+                        .iter_mut()
+                        .zip(part)
+                        .for_each(|(sum, count)| *sum += count);
                     total
                 },
             )

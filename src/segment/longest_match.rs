@@ -20,19 +20,28 @@ pub struct ByteTrie {
 
 impl ByteTrie {
     pub fn new() -> Self {
-        ByteTrie { root_children: Vec::new(), children: FxHashMap::default(), values: Vec::new() }
+        ByteTrie {
+            root_children: Vec::new(),
+            children: FxHashMap::default(),
+            values: Vec::new(),
+        }
     }
 
     /// Makes room for `nodes` nodes in total, so that building a large trie does not rehash.
     pub fn reserve(&mut self, nodes: usize) {
         self.values.reserve(nodes.saturating_sub(self.values.len()));
-        self.children.reserve(nodes.saturating_sub(self.children.len()));
+        self.children
+            .reserve(nodes.saturating_sub(self.children.len()));
     }
 
     /// Adds an empty root and returns it; keys inserted under different roots never mix. All
     /// roots must be added before the first insertion.
     pub fn add_root(&mut self) -> u32 {
-        assert_eq!(self.values.len(), self.root_children.len(), "roots come before keys");
+        assert_eq!(
+            self.values.len(),
+            self.root_children.len(),
+            "roots come before keys"
+        );
         self.values.push(NO_VALUE);
         self.root_children.push([NO_VALUE; 256]);
         (self.values.len() - 1) as u32
@@ -44,7 +53,9 @@ impl ByteTrie {
             let next = table[byte as usize];
             return (next != NO_VALUE).then_some(next);
         }
-        self.children.get(&(((node as u64) << 8) | byte as u64)).copied()
+        self.children
+            .get(&(((node as u64) << 8) | byte as u64))
+            .copied()
     }
 
     /// Stores `value` under `key` (non-empty) unless the key already has one; returns whether
@@ -60,7 +71,8 @@ impl ByteTrie {
                     match self.root_children.get_mut(node as usize) {
                         Some(table) => table[byte as usize] = next,
                         None => {
-                            self.children.insert(((node as u64) << 8) | byte as u64, next);
+                            self.children
+                                .insert(((node as u64) << 8) | byte as u64, next);
                         }
                     }
                     next
@@ -148,7 +160,11 @@ impl LongestMatch {
         }
         for byte in 0..=255u8 {
             if trie.get(initial_root, &[byte]).is_none() {
-                let role = if marker.is_some() { ByteRole::WordInitial } else { ByteRole::Any };
+                let role = if marker.is_some() {
+                    ByteRole::WordInitial
+                } else {
+                    ByteRole::Any
+                };
                 return Err(VocabularyError::MissingByte { byte, role });
             }
             if trie.get(continuation_root, &[byte]).is_none() {
@@ -156,7 +172,12 @@ impl LongestMatch {
                 return Err(VocabularyError::MissingByte { byte, role });
             }
         }
-        Ok(LongestMatch { trie, initial_root, continuation_root, decoded })
+        Ok(LongestMatch {
+            trie,
+            initial_root,
+            continuation_root,
+            decoded,
+        })
     }
 
     /// The bytes each id decodes to, markers stripped; index = id.

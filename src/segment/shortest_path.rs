@@ -46,7 +46,12 @@ impl ShortestPath {
         for byte in 0..=255u8 {
             match children.get(&(byte as u64)) {
                 Some(&node) if token_at[node as usize] != NONE => {}
-                _ => return Err(VocabularyError::MissingByte { byte, role: ByteRole::Any }),
+                _ => {
+                    return Err(VocabularyError::MissingByte {
+                        byte,
+                        role: ByteRole::Any,
+                    })
+                }
             }
         }
         Ok(ShortestPath { children, token_at })

@@ -32,11 +32,18 @@ mod tests {
     fn utf8_char_len_agrees_with_from_utf8() {
         for lead in 0..=255u8 {
             for second in 0..=255u8 {
-                for rest in [[0x80, 0x80], [0xbf, 0xbf], [0x80, 0x41], [0xc0, 0x80], [0xbf, 0x7f]] {
+                for rest in [
+                    [0x80, 0x80],
+                    [0xbf, 0xbf],
+                    [0x80, 0x41],
+                    [0xc0, 0x80],
+                    [0xbf, 0x7f],
+                ] {
                     let bytes = [lead, second, rest[0], rest[1]];
                     for available in 1..=4 {
                         let text = &bytes[..available];
-                        let expected = (1..=available).find(|&length| std::str::from_utf8(&text[..length]).is_ok());
+                        let expected = (1..=available)
+                            .find(|&length| std::str::from_utf8(&text[..length]).is_ok());
                         // from_utf8 accepts a shorter prefix only if that prefix is the whole character.
                         let expected = expected.filter(|&length| length == 1 || text[0] >= 0x80);
                         assert_eq!(utf8_char_len(text, 0), expected, "{text:x?}");

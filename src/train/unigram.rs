@@ -87,7 +87,11 @@ fn digamma(mut x: f64) -> f64 {
 }
 
 /// Seed pieces with their weights: bytes (ids 0..255), characters, then frequent substrings.
-fn seed_pieces(words: &[&[u8]], counts: &[u64], options: &UnigramOptions) -> (Vec<Vec<u8>>, Vec<f64>) {
+fn seed_pieces(
+    words: &[&[u8]],
+    counts: &[u64],
+    options: &UnigramOptions,
+) -> (Vec<Vec<u8>>, Vec<f64>) {
     let max_length = options.max_piece_bytes.max(1);
     let mut byte_frequency = [0u64; 256];
     let mut characters: FxHashMap<Vec<u8>, u64> = FxHashMap::default();
@@ -99,7 +103,9 @@ fn seed_pieces(words: &[&[u8]], counts: &[u64], options: &UnigramOptions) -> (Ve
             for (start, character) in text.char_indices() {
                 let length = character.len_utf8();
                 if length > 1 && length <= max_length {
-                    *characters.entry(word[start..start + length].to_vec()).or_insert(0) += count;
+                    *characters
+                        .entry(word[start..start + length].to_vec())
+                        .or_insert(0) += count;
                 }
             }
         }
@@ -124,7 +130,13 @@ fn seed_pieces(words: &[&[u8]], counts: &[u64], options: &UnigramOptions) -> (Ve
     let common = |a: &[u8], b: &[u8]| a.iter().zip(b).take_while(|(x, y)| x == y).count();
     let lcp: Vec<usize> = (0..n)
         .into_par_iter()
-        .map(|i| if i == 0 { 0 } else { common(key(&suffixes[i - 1]), key(&suffixes[i])) })
+        .map(|i| {
+            if i == 0 {
+                0
+            } else {
+                common(key(&suffixes[i - 1]), key(&suffixes[i]))
+            }
+        })
         .collect();
     let mut weight_prefix = Vec::with_capacity(n + 1);
     weight_prefix.push(0u64);
@@ -141,7 +153,10 @@ fn seed_pieces(words: &[&[u8]], counts: &[u64], options: &UnigramOptions) -> (Ve
         let start = position as usize;
         // The longest prefix of the node's string that ends on a character boundary.
         let mut length = depth;
-        while length > 0 && start + length < word.len() && is_continuation_byte(word[start + length]) {
+        while length > 0
+            && start + length < word.len()
+            && is_continuation_byte(word[start + length])
+        {
             length -= 1;
         }
         if length <= parent_depth || length < 2 || frequency < 2 {
@@ -173,7 +188,12 @@ fn seed_pieces(words: &[&[u8]], counts: &[u64], options: &UnigramOptions) -> (Ve
             while current < stack.last().unwrap().0 {
                 let (depth, node_left) = stack.pop().unwrap();
                 let parent_depth = current.max(stack.last().unwrap().0);
-                offer(node_left, depth, parent_depth, weight_prefix[i] - weight_prefix[node_left]);
+                offer(
+                    node_left,
+                    depth,
+                    parent_depth,
+                    weight_prefix[i] - weight_prefix[node_left],
+                );
                 left = node_left;
             }
             if current > stack.last().unwrap().0 {
@@ -198,8 +218,10 @@ fn seed_pieces(words: &[&[u8]], counts: &[u64], options: &UnigramOptions) -> (Ve
         pieces.push(bytes);
         weights.push(frequency as f64);
     }
-    let mut substrings: Vec<(u64, Vec<u8>)> =
-        best.into_iter().map(|Reverse((score, Reverse(bytes)))| (score, bytes)).collect();
+    let mut substrings: Vec<(u64, Vec<u8>)> = best
+        .into_iter()
+        .map(|Reverse((score, Reverse(bytes)))| (score, bytes))
+        .collect();
     substrings.sort_unstable_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
     let mut seen: FxHashSet<Vec<u8>> = FxHashSet::default();
     for (score, bytes) in substrings {
@@ -237,7 +259,12 @@ struct LatticeChunk {
 }
 
 impl<'c> Model<'c> {
-    fn new(words: &'c [&'c [u8]], counts: &'c [u64], pieces: Vec<Vec<u8>>, scores: Vec<f64>) -> Self {
+    fn new(
+        words: &'c [&'c [u8]],
+        counts: &'c [u64],
+        pieces: Vec<Vec<u8>>,
+        scores: Vec<f64>,
+    ) -> Self {
         let mut trie = ByteTrie::new();
         let root = trie.add_root();
         // Substrings share prefixes, so the total length bounds the node count from above.
@@ -246,7 +273,16 @@ impl<'c> Model<'c> {
             trie.insert(root, piece, id as u32);
         }
         let alive = vec![true; pieces.len()];
-        let mut model = Model { words, counts, pieces, scores, alive, trie, root, lattices: Vec::new() };
+        let mut model = Model {
+            words,
+            counts,
+            pieces,
+            scores,
+            alive,
+            trie,
+            root,
+            lattices: Vec::new(),
+        };
         model.score_unused_bytes();
         model.build_lattices();
         model
@@ -261,7 +297,13 @@ impl<'c> Model<'c> {
                 let mut edges = Vec::new();
                 let mut bounds = vec![0];
                 for word in chunk {
-                    build_lattice(&self.trie, self.root, word, |t| live[t as usize], &mut edges);
+                    build_lattice(
+                        &self.trie,
+                        self.root,
+                        word,
+                        |t| live[t as usize],
+                        &mut edges,
+                    );
                     bounds.push(edges.len());
                 }
                 edges.shrink_to_fit();
@@ -296,12 +338,17 @@ impl<'c> Model<'c> {
 
     /// Scores with -inf for removed pieces, indexed by piece.
     fn live_scores(&self) -> Vec<f64> {
-        (0..self.pieces.len() as u32).map(|i| self.score(i)).collect()
+        (0..self.pieces.len() as u32)
+            .map(|i| self.score(i))
+            .collect()
     }
 
     /// Calls `f(word, count, edges)` for every pre-token, in parallel over fixed chunks, and
     /// returns the per-chunk sums of its results added in chunk order.
-    fn sum_over_lattices(&self, f: impl Fn(&[u8], u64, &[Edge], &mut (Vec<f64>, Vec<f64>)) -> f64 + Sync) -> f64 {
+    fn sum_over_lattices(
+        &self,
+        f: impl Fn(&[u8], u64, &[Edge], &mut (Vec<f64>, Vec<f64>)) -> f64 + Sync,
+    ) -> f64 {
         let sums: Vec<f64> = self
             .lattices
             .par_iter()
@@ -340,7 +387,11 @@ impl<'c> Model<'c> {
             .filter(|&i| self.alive[i] && self.scores[i].is_finite())
             .map(|i| self.scores[i])
             .fold(f64::INFINITY, f64::min);
-        let floor = if lowest.is_finite() { lowest - UNUSED_BYTE_PENALTY } else { -UNUSED_BYTE_PENALTY };
+        let floor = if lowest.is_finite() {
+            lowest - UNUSED_BYTE_PENALTY
+        } else {
+            -UNUSED_BYTE_PENALTY
+        };
         for byte in 0..256 {
             if !self.scores[byte].is_finite() {
                 self.scores[byte] = floor;
@@ -355,12 +406,23 @@ impl<'c> Model<'c> {
         let log_likelihood = self.sum_over_lattices(|word, count, edges, (forward, backward)| {
             let weight = count as f64 * FIXED_POINT;
             let score_of = |t: u32| live[t as usize];
-            let total = forward_backward(edges, word.len(), score_of, forward, backward, |token, p| {
-                expected[token as usize].fetch_add((p * weight).round() as u64, AtomicOrdering::Relaxed);
-            });
+            let total = forward_backward(
+                edges,
+                word.len(),
+                score_of,
+                forward,
+                backward,
+                |token, p| {
+                    expected[token as usize]
+                        .fetch_add((p * weight).round() as u64, AtomicOrdering::Relaxed);
+                },
+            );
             total * count as f64
         });
-        let expected = expected.into_iter().map(|e| e.into_inner() as f64 / FIXED_POINT).collect();
+        let expected = expected
+            .into_iter()
+            .map(|e| e.into_inner() as f64 / FIXED_POINT)
+            .collect();
         (expected, log_likelihood)
     }
 
@@ -368,7 +430,10 @@ impl<'c> Model<'c> {
     /// false, which never removes a piece and leaves unused ones at -inf).
     fn m_step(&mut self, expected: &[f64], bayesian: bool) {
         if !bayesian {
-            let total: f64 = (0..expected.len()).filter(|&i| self.alive[i]).map(|i| expected[i]).sum();
+            let total: f64 = (0..expected.len())
+                .filter(|&i| self.alive[i])
+                .map(|i| expected[i])
+                .sum();
             for i in 0..expected.len() {
                 if self.alive[i] {
                     self.scores[i] = (expected[i] / total).ln();
@@ -404,7 +469,9 @@ impl<'c> Model<'c> {
     /// Keeps the `target` pieces (bytes included) whose removal would cost the most likelihood.
     fn prune(&mut self, desired: usize, shrinking_factor: f64) {
         let live = self.live_scores();
-        let candidates: Vec<u32> = (256..self.pieces.len() as u32).filter(|&i| self.alive[i as usize]).collect();
+        let candidates: Vec<u32> = (256..self.pieces.len() as u32)
+            .filter(|&i| self.alive[i as usize])
+            .collect();
         // What replaces each piece if it goes: its best segmentation without itself. A piece that
         // this beats is not even used for its own text and goes regardless of its loss; a piece
         // with no alternative at all stays (SentencePiece's rules).
@@ -417,12 +484,20 @@ impl<'c> Model<'c> {
             .par_iter()
             .map_init(Vec::<Edge>::new, |edges, &id| {
                 let piece = &self.pieces[id as usize];
-                let without = |t: u32| if t == id { f64::NEG_INFINITY } else { live[t as usize] };
+                let without = |t: u32| {
+                    if t == id {
+                        f64::NEG_INFINITY
+                    } else {
+                        live[t as usize]
+                    }
+                };
                 edges.clear();
                 build_lattice(&self.trie, self.root, piece, without, edges);
                 match best_path(edges, piece.len(), without) {
                     None => Replacement::Irreplaceable,
-                    Some((score, _)) if score > self.scores[id as usize] => Replacement::NotItsOwnBest,
+                    Some((score, _)) if score > self.scores[id as usize] => {
+                        Replacement::NotItsOwnBest
+                    }
                     Some((_, tokens)) => Replacement::Alternative(tokens),
                 }
             })
@@ -436,7 +511,10 @@ impl<'c> Model<'c> {
             }
             0.0
         });
-        let frequency: Vec<f64> = frequency.into_iter().map(|f| f.into_inner() as f64).collect();
+        let frequency: Vec<f64> = frequency
+            .into_iter()
+            .map(|f| f.into_inner() as f64)
+            .collect();
         let total: f64 = frequency.iter().sum();
         let log_total = total.ln();
         let mut losses: Vec<(f64, u32)> = Vec::new();
@@ -455,8 +533,10 @@ impl<'c> Model<'c> {
             };
             let log_probability = f.ln() - log_total;
             let log_total_after = (total + f * (alternative.len() as f64 - 1.0)).ln();
-            let log_probability_after: f64 =
-                alternative.iter().map(|&a| (frequency[a as usize] + f).ln() - log_total_after).sum();
+            let log_probability_after: f64 = alternative
+                .iter()
+                .map(|&a| (frequency[a as usize] + f).ln() - log_total_after)
+                .sum();
             losses.push((f / total * (log_probability - log_probability_after), id));
         }
         losses.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
@@ -501,7 +581,10 @@ pub fn train(
             let (expected, log_likelihood) = model.e_step();
             model.m_step(&expected, true);
             model.retain_alive_edges();
-            history.push(Round { pieces: model.alive_count(), log_likelihood });
+            history.push(Round {
+                pieces: model.alive_count(),
+                log_likelihood,
+            });
             report(model.alive_count());
         }
         if model.alive_count() <= desired {
@@ -509,8 +592,14 @@ pub fn train(
         }
         model.prune(desired, options.shrinking_factor);
     }
-    let mut chosen: Vec<usize> = (256..model.pieces.len()).filter(|&i| model.alive[i]).collect();
-    chosen.sort_by(|&a, &b| model.scores[b].total_cmp(&model.scores[a]).then_with(|| model.pieces[a].cmp(&model.pieces[b])));
+    let mut chosen: Vec<usize> = (256..model.pieces.len())
+        .filter(|&i| model.alive[i])
+        .collect();
+    chosen.sort_by(|&a, &b| {
+        model.scores[b]
+            .total_cmp(&model.scores[a])
+            .then_with(|| model.pieces[a].cmp(&model.pieces[b]))
+    });
     chosen.truncate(budget);
     let ids: Vec<usize> = (0..256).chain(chosen).collect();
     Ok(UnigramTraining {
@@ -530,11 +619,20 @@ pub fn em(
     iterations: usize,
     bayesian: bool,
 ) -> Result<(Vec<f64>, Vec<f64>), UnigramError> {
-    if pieces.len() < 256 || pieces.iter().take(256).enumerate().any(|(b, p)| p[..] != [b as u8]) {
+    if pieces.len() < 256
+        || pieces
+            .iter()
+            .take(256)
+            .enumerate()
+            .any(|(b, p)| p[..] != [b as u8])
+    {
         return Err(UnigramError::BytesFirst);
     }
     if pieces.len() != scores.len() {
-        return Err(UnigramError::ScoreCount { pieces: pieces.len(), scores: scores.len() });
+        return Err(UnigramError::ScoreCount {
+            pieces: pieces.len(),
+            scores: scores.len(),
+        });
     }
     let words = counts.words();
     let mut model = Model::new(&words, counts.counts(), pieces, scores);
@@ -544,6 +642,8 @@ pub fn em(
         model.m_step(&expected, bayesian);
         log_likelihoods.push(log_likelihood);
     }
-    let scores = (0..model.pieces.len()).map(|i| model.score(i as u32)).collect();
+    let scores = (0..model.pieces.len())
+        .map(|i| model.score(i as u32))
+        .collect();
     Ok((scores, log_likelihoods))
 }

@@ -22,7 +22,6 @@ use rustc_hash::{FxHashMap, FxHashSet};
 
 use crate::count::PreTokenCounts;
 
-
 type Pair = (u32, u32);
 
 /// A heap entry: a pair with the counts its score was computed from.
@@ -38,7 +37,9 @@ impl Candidate {
     /// Compares pair_count / (left_count · right_count) exactly; the smaller pair wins a tie.
     fn compare(&self, other: &Self) -> Ordering {
         let product = |x: u64, y: u64, z: u64| {
-            (x as u128).checked_mul(y as u128).and_then(|v| v.checked_mul(z as u128))
+            (x as u128)
+                .checked_mul(y as u128)
+                .and_then(|v| v.checked_mul(z as u128))
         };
         let ours = product(self.pair_count, other.left_count, other.right_count);
         let theirs = product(other.pair_count, self.left_count, self.right_count);
@@ -107,7 +108,11 @@ impl<'m> Trainer<'m> {
             partners: Vec::new(),
             heap: BinaryHeap::new(),
         };
-        let roles: &[bool] = if marker.is_some() { &[false, true] } else { &[false] };
+        let roles: &[bool] = if marker.is_some() {
+            &[false, true]
+        } else {
+            &[false]
+        };
         for &is_continuation in roles {
             for byte in 0..=255u8 {
                 trainer.add_token(vec![byte], is_continuation);
@@ -121,7 +126,13 @@ impl<'m> Trainer<'m> {
             let symbols: Vec<u32> = word
                 .iter()
                 .enumerate()
-                .map(|(i, &b)| if i == 0 { b as u32 } else { continuation_base + b as u32 })
+                .map(|(i, &b)| {
+                    if i == 0 {
+                        b as u32
+                    } else {
+                        continuation_base + b as u32
+                    }
+                })
                 .collect();
             for &symbol in &symbols {
                 trainer.symbol_count[symbol as usize] += count;
@@ -159,7 +170,9 @@ impl<'m> Trainer<'m> {
 
     /// False when merging would give a word-initial token that reads as a continuation.
     fn allowed(&self, (left, right): Pair) -> bool {
-        let Some(marker) = self.marker else { return true };
+        let Some(marker) = self.marker else {
+            return true;
+        };
         if self.continuation[left as usize] {
             return true;
         }
@@ -184,7 +197,10 @@ impl<'m> Trainer<'m> {
     fn rebuild_heap(&mut self) {
         let mut pairs: Vec<Pair> = self.pair_count.keys().copied().collect();
         pairs.sort_unstable();
-        let candidates: Vec<Candidate> = pairs.into_iter().filter_map(|p| self.candidate(p)).collect();
+        let candidates: Vec<Candidate> = pairs
+            .into_iter()
+            .filter_map(|p| self.candidate(p))
+            .collect();
         self.heap = BinaryHeap::from(candidates);
     }
 
@@ -296,7 +312,9 @@ pub fn train(
     let mut learned = 0;
     let mut merges = Vec::new();
     while learned < budget {
-        let Some(best) = trainer.pop_best() else { break };
+        let Some(best) = trainer.pop_best() else {
+            break;
+        };
         let (left, right) = best.pair;
         let mut bytes = trainer.tokens[left as usize].clone();
         bytes.extend_from_slice(&trainer.tokens[right as usize]);
@@ -318,10 +336,12 @@ pub fn train(
         .tokens
         .iter()
         .zip(&trainer.continuation)
-        .map(|(bytes, &is_continuation)| match (is_continuation, marker) {
-            (true, Some(m)) => [m, &bytes[..]].concat(),
-            _ => bytes.clone(),
-        })
+        .map(
+            |(bytes, &is_continuation)| match (is_continuation, marker) {
+                (true, Some(m)) => [m, &bytes[..]].concat(),
+                _ => bytes.clone(),
+            },
+        )
         .collect();
     WordPieceTraining { vocab, merges }
 }
