@@ -92,16 +92,14 @@ impl Unknowns {
     }
 }
 
-/// A token map from strings to (id, score), with the longest key length for prefix searches.
+/// A token map from strings to (id, score).
 #[derive(Default)]
 pub(crate) struct Strings {
     ids: FxHashMap<Box<[u8]>, (u32, f64)>,
-    longest: usize,
 }
 
 impl Strings {
     pub(crate) fn insert(&mut self, text: &[u8], id: u32, score: f64) {
-        self.longest = self.longest.max(text.len());
         self.ids.entry(text.into()).or_insert((id, score));
     }
 
