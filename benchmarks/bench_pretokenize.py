@@ -54,7 +54,7 @@ def main() -> None:
     for name, pattern in PRESETS.items():
         polytok = PreTokenizer(name)
         assert polytok.preset == name
-        generic = _core.PreTokenizer(pattern, generic=True)
+        generic = _core.PreTokenizer(pattern, [], True)
         encoding = tiktoken.Encoding(f"bytes-{name}", pat_str=pattern, mergeable_ranks=byte_ranks,
                                      special_tokens={})
         compiled = regex.compile(pattern)

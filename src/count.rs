@@ -4,11 +4,6 @@
 //! keys borrow the documents' bytes (no allocation per occurrence), the maps are merged pairwise,
 //! and only words never seen before are copied into the counter's own map. Counts are exact sums,
 //! so the sorted result does not depend on the number of threads or on how work was split.
-use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
-use pyo3::exceptions::{PyTypeError, PyValueError};
-use pyo3::prelude::*;
-use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
-use pyo3::types::{PyByteArray, PyBytes, PyString};
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
@@ -96,6 +91,11 @@ impl Counter {
         }
     }
 
+    /// The number of distinct pre-tokens counted so far.
+    pub fn len(&self) -> usize {
+        self.words.len()
+    }
+
     /// Counts a batch of documents (in parallel on the current rayon pool).
     pub fn add<D: AsRef<[u8]> + Sync>(&mut self, documents: &[D]) {
         let batch = count_batch(&self.pretokenizer, documents);
@@ -127,59 +127,96 @@ impl Counter {
     }
 }
 
-/// Borrowed view of flattened counts, checked to be well formed.
-pub struct WordsView<'a> {
+/// Why flat count buffers are not well formed: the facts, for the caller to word.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum CountsError {
+    /// There must be one more offset than counts.
+    OffsetsLength { offsets: usize, counts: usize },
+    /// The offsets must run from 0 to the data length.
+    OffsetsEnds { first: i64, last: i64, data: usize },
+    /// `offsets[index] > offsets[index + 1]`.
+    OffsetsDecrease { index: usize },
+    /// Pre-token `index` is empty (sorted counts hold none).
+    EmptyPreToken { index: usize },
+    /// Pre-tokens `index - 1` and `index` are not in strictly increasing byte order.
+    Unsorted { index: usize },
+}
+
+/// Counted pre-tokens as flat buffers: pre-token i is `data[offsets[i]..offsets[i + 1]]`,
+/// seen `counts[i]` times. Checked once, in `new`, so every algorithm can index it freely.
+#[derive(Clone, Copy)]
+pub struct PreTokenCounts<'a> {
     data: &'a [u8],
     offsets: &'a [i64],
     counts: &'a [u64],
 }
 
-impl<'a> WordsView<'a> {
-    /// Checks the offsets bound `data` and that words are non-empty and strictly increasing.
-    pub fn new(data: &'a [u8], offsets: &'a [i64], counts: &'a [u64]) -> Result<Self, String> {
+impl<'a> PreTokenCounts<'a> {
+    /// Checks that there is one more offset than counts and that the offsets rise (never fall)
+    /// from 0 to the data length.
+    pub fn new(data: &'a [u8], offsets: &'a [i64], counts: &'a [u64]) -> Result<Self, CountsError> {
         if offsets.len() != counts.len() + 1 {
-            return Err(format!(
-                "{} offsets for {} counts; expected one more offset than counts",
-                offsets.len(),
-                counts.len()
-            ));
+            return Err(CountsError::OffsetsLength {
+                offsets: offsets.len(),
+                counts: counts.len(),
+            });
         }
-        if offsets[0] != 0 || offsets[offsets.len() - 1] != data.len() as i64 {
-            return Err(format!(
-                "offsets run from {} to {}; expected 0 to {} (the data length)",
-                offsets[0],
-                offsets[offsets.len() - 1],
-                data.len()
-            ));
+        let (first, last) = (offsets[0], offsets[offsets.len() - 1]);
+        if first != 0 || last != data.len() as i64 {
+            return Err(CountsError::OffsetsEnds {
+                first,
+                last,
+                data: data.len(),
+            });
         }
-        if let Some(i) = offsets.windows(2).position(|pair| pair[1] <= pair[0]) {
-            return Err(format!("word {i} is empty or its offsets decrease"));
+        if let Some(index) = offsets.windows(2).position(|pair| pair[0] > pair[1]) {
+            return Err(CountsError::OffsetsDecrease { index });
         }
-        let view = WordsView {
+        Ok(PreTokenCounts {
             data,
             offsets,
             counts,
-        };
-        if let Some(i) = (1..view.len()).find(|&i| view.word(i - 1) >= view.word(i)) {
-            return Err(format!(
-                "words {} and {i} are not in strictly increasing byte order",
-                i - 1
-            ));
-        }
-        Ok(view)
+        })
     }
 
-    fn len(&self) -> usize {
+    /// Checks what a merge of sorted counts relies on: pre-tokens non-empty and in strictly
+    /// increasing byte order (what `Counter::sorted` produces).
+    pub fn check_sorted(&self) -> Result<(), CountsError> {
+        if let Some(index) = (0..self.len()).find(|&i| self.offsets[i] == self.offsets[i + 1]) {
+            return Err(CountsError::EmptyPreToken { index });
+        }
+        if let Some(index) = (1..self.len()).find(|&i| self.word(i - 1) >= self.word(i)) {
+            return Err(CountsError::Unsorted { index });
+        }
+        Ok(())
+    }
+
+    /// The number of pre-tokens.
+    pub fn len(&self) -> usize {
         self.counts.len()
     }
 
-    fn word(&self, i: usize) -> &'a [u8] {
+    /// Pre-token `i`.
+    pub fn word(&self, i: usize) -> &'a [u8] {
         &self.data[self.offsets[i] as usize..self.offsets[i + 1] as usize]
+    }
+
+    /// All pre-tokens in order, as slices of the data.
+    pub fn words(&self) -> Vec<&'a [u8]> {
+        (0..self.len()).map(|i| self.word(i)).collect()
+    }
+
+    pub fn offsets(&self) -> &'a [i64] {
+        self.offsets
+    }
+
+    pub fn counts(&self) -> &'a [u64] {
+        self.counts
     }
 }
 
 /// The sum of two sorted count lists, by a linear merge.
-pub fn merge_sorted(left: &WordsView, right: &WordsView) -> FlatCounts {
+pub fn merge_sorted(left: &PreTokenCounts, right: &PreTokenCounts) -> FlatCounts {
     let mut merged =
         FlatCounts::with_capacity(left.len() + right.len(), left.data.len() + right.data.len());
     let (mut i, mut j) = (0, 0);
@@ -210,155 +247,55 @@ pub fn merge_sorted(left: &WordsView, right: &WordsView) -> FlatCounts {
     merged
 }
 
-/// A document handed over from Python, kept alive without copying while the GIL is released.
-enum Document {
-    Text(PyBackedStr),
-    Bytes(PyBackedBytes),
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-impl AsRef<[u8]> for Document {
-    fn as_ref(&self) -> &[u8] {
-        match self {
-            Document::Text(text) => text.as_bytes(),
-            Document::Bytes(bytes) => bytes,
-        }
-    }
-}
-
-impl Document {
-    fn extract(item: &Bound<'_, PyAny>, index: usize) -> PyResult<Self> {
-        if let Ok(text) = item.cast::<PyString>() {
-            return match text.extract::<PyBackedStr>() {
-                Ok(text) => Ok(Document::Text(text)),
-                // Lone surrogates have no UTF-8 form; keep them as bytes, as the pre-tokeniser does.
-                Err(_) => Ok(Document::Bytes(
-                    text.call_method1("encode", ("utf-8", "surrogatepass"))?
-                        .extract::<PyBackedBytes>()?,
-                )),
-            };
-        }
-        if item.is_instance_of::<PyBytes>() || item.is_instance_of::<PyByteArray>() {
-            return Ok(Document::Bytes(item.extract::<PyBackedBytes>()?));
-        }
-        Err(PyTypeError::new_err(format!(
-            "document {index} is {}; expected str or bytes",
-            item.get_type().name()?
-        )))
-    }
-}
-
-/// Flattened counts as Python receives them: (data, offsets int64, counts uint64).
-type PyFlatCountsOut<'py> = (
-    Bound<'py, PyBytes>,
-    Bound<'py, PyArray1<i64>>,
-    Bound<'py, PyArray1<u64>>,
-);
-
-fn flat_to_python<'py>(py: Python<'py>, flat: FlatCounts) -> PyResult<PyFlatCountsOut<'py>> {
-    let data = PyBytes::new(py, &flat.data);
-    Ok((
-        data,
-        flat.offsets.into_pyarray(py),
-        flat.counts.into_pyarray(py),
-    ))
-}
-
-/// Counts the pre-tokens of batches of documents on a thread pool of its own.
-#[pyclass(name = "WordCounter", module = "polytok._core")]
-pub struct PyWordCounter {
-    counter: Counter,
-    pool: rayon::ThreadPool,
-}
-
-#[pymethods]
-impl PyWordCounter {
-    /// `num_threads=None` uses every core.
-    #[new]
-    #[pyo3(signature = (pattern, special_tokens=Vec::new(), num_threads=None))]
-    fn new(
-        pattern: Option<&str>,
-        special_tokens: Vec<Vec<u8>>,
-        num_threads: Option<usize>,
-    ) -> PyResult<Self> {
-        if special_tokens.iter().any(|token| token.is_empty()) {
-            return Err(PyValueError::new_err("a special token is empty"));
-        }
-        let pretokenizer =
-            PreTokenizer::new(pattern, special_tokens).map_err(PyValueError::new_err)?;
-        let pool = rayon::ThreadPoolBuilder::new()
-            .num_threads(num_threads.unwrap_or(0))
-            .build()
-            .map_err(|error| PyValueError::new_err(error.to_string()))?;
-        Ok(PyWordCounter {
-            counter: Counter::new(pretokenizer),
-            pool,
-        })
+    #[test]
+    fn malformed_buffers_name_the_fact() {
+        let data = b"abcd";
+        let check =
+            |offsets: &[i64], counts: &[u64]| PreTokenCounts::new(data, offsets, counts).err();
+        assert_eq!(
+            check(&[0, 4], &[1, 1]),
+            Some(CountsError::OffsetsLength {
+                offsets: 2,
+                counts: 2
+            })
+        );
+        assert_eq!(
+            check(&[0, 2, 5], &[1, 1]),
+            Some(CountsError::OffsetsEnds {
+                first: 0,
+                last: 5,
+                data: 4
+            })
+        );
+        assert_eq!(
+            check(&[0, 3, 2, 4], &[1, 1, 1]),
+            Some(CountsError::OffsetsDecrease { index: 1 })
+        );
+        assert_eq!(check(&[0, 2, 2, 4], &[1, 1, 1]), None);
+        let empty = PreTokenCounts::new(data, &[0, 2, 2, 4], &[1, 1, 1]).unwrap();
+        assert_eq!(
+            empty.check_sorted(),
+            Err(CountsError::EmptyPreToken { index: 1 })
+        );
+        let unsorted = PreTokenCounts::new(b"ba", &[0, 1, 2], &[1, 1]).unwrap();
+        assert_eq!(
+            unsorted.check_sorted(),
+            Err(CountsError::Unsorted { index: 1 })
+        );
     }
 
-    /// Counts a batch of documents (str or bytes) with the GIL released; returns their size in bytes.
-    fn add(&mut self, py: Python<'_>, documents: &Bound<'_, PyAny>) -> PyResult<u64> {
-        let documents = documents
-            .try_iter()?
-            .enumerate()
-            .map(|(index, item)| Document::extract(&item?, index))
-            .collect::<PyResult<Vec<Document>>>()?;
-        let size = documents
-            .iter()
-            .map(|document| document.as_ref().len() as u64)
-            .sum();
-        let (counter, pool) = (&mut self.counter, &self.pool);
-        py.detach(|| pool.install(|| counter.add(&documents)));
-        Ok(size)
+    #[test]
+    fn merging_sums_the_counts_of_equal_pre_tokens() {
+        let left = PreTokenCounts::new(b"ab", &[0, 1, 2], &[1, 2]).unwrap();
+        let right = PreTokenCounts::new(b"bc", &[0, 1, 2], &[3, 4]).unwrap();
+        let merged = merge_sorted(&left, &right);
+        assert_eq!(
+            (merged.data, merged.offsets, merged.counts),
+            (b"abc".to_vec(), vec![0, 1, 2, 3], vec![1, 5, 4])
+        );
     }
-
-    /// The number of distinct pre-tokens counted so far.
-    fn __len__(&self) -> usize {
-        self.counter.words.len()
-    }
-
-    /// (data, offsets int64, counts uint64) of the pre-tokens so far, sorted bytewise.
-    fn finish<'py>(&self, py: Python<'py>) -> PyResult<PyFlatCountsOut<'py>> {
-        let (counter, pool) = (&self.counter, &self.pool);
-        let flat = py.detach(|| pool.install(|| counter.sorted()));
-        flat_to_python(py, flat)
-    }
-}
-
-/// Flattened counts as Python hands them to `merge_word_counts`.
-type PyFlatCountsIn<'py> = (
-    PyBackedBytes,
-    PyReadonlyArray1<'py, i64>,
-    PyReadonlyArray1<'py, u64>,
-);
-
-fn checked_view<'a>(
-    py: Python<'_>,
-    side: &str,
-    flat: &'a PyFlatCountsIn<'_>,
-) -> PyResult<WordsView<'a>> {
-    let (data, offsets, counts): (&[u8], &[i64], &[u64]) =
-        (&flat.0, flat.1.as_slice()?, flat.2.as_slice()?);
-    py.detach(|| WordsView::new(data, offsets, counts))
-        .map_err(|error| PyValueError::new_err(format!("{side} operand: {error}")))
-}
-
-/// The sum of two flattened, sorted count lists, as (data, offsets, counts).
-#[pyfunction]
-fn merge_word_counts<'py>(
-    py: Python<'py>,
-    left: PyFlatCountsIn<'py>,
-    right: PyFlatCountsIn<'py>,
-) -> PyResult<PyFlatCountsOut<'py>> {
-    let (left, right) = (
-        checked_view(py, "left", &left)?,
-        checked_view(py, "right", &right)?,
-    );
-    let merged = py.detach(|| merge_sorted(&left, &right));
-    flat_to_python(py, merged)
-}
-
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PyWordCounter>()?;
-    m.add_function(wrap_pyfunction!(merge_word_counts, m)?)?;
-    Ok(())
 }

@@ -1,29 +1,19 @@
-//! polytok's Rust core: the hot loops only. Each module owns its algorithm and registers its
-//! own PyO3 bindings (so modules can be worked on independently); this file only wires them.
+//! polytok's Rust core, the module `polytok._core`: the hot loops only. The algorithm modules
+//! (pre-tokenising and counting, segmenters, trainers, the ConvexTok LP, the readers of other
+//! libraries' files, text statistics) hold no Python types; `bindings` wraps them all for
+//! Python. This file only wires the modules together.
 use pyo3::prelude::*;
 
-mod bpe;
+mod bindings;
+mod compat;
 mod count;
-mod dual;
-mod graph;
+mod lp;
 mod metrics;
 mod pretokenize;
-mod progress;
 mod segment;
-mod soft;
-mod unigram;
-mod wordpiece;
+mod train;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    pretokenize::register(m)?;
-    count::register(m)?;
-    bpe::register(m)?;
-    segment::register(m)?;
-    graph::register(m)?;
-    dual::register(m)?;
-    metrics::register(m)?;
-    unigram::register(m)?;
-    wordpiece::register(m)?;
-    Ok(())
+    bindings::register(m)
 }

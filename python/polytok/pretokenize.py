@@ -89,7 +89,7 @@ class PreTokenizer:
                 )
             encoded.append(token.encode("utf-8"))
         try:
-            self._core = _core.PreTokenizer(self.pattern, encoded)
+            self._core = _core.PreTokenizer(self.pattern, encoded, False)
         except ValueError as error:
             raise PatternError(f"invalid pre-tokenisation regex {pattern!r}: {error}") from None
 

@@ -10,12 +10,26 @@ mod presets;
 mod unicode_tables;
 
 use aho_corasick::{AhoCorasick, MatchKind};
-use numpy::PyArray1;
-use pyo3::exceptions::PyValueError;
-use pyo3::prelude::*;
-use pyo3::types::PyBytes;
 
 pub use presets::Preset;
+/// The `regex` release the preset tables were generated from (tools/gen_unicode_tables.py).
+pub use unicode_tables::REGEX_VERSION;
+
+/// Why a pre-tokeniser could not be built or could not split a text.
+#[derive(Debug)]
+pub enum PreTokenizeError {
+    /// Special token `index` is empty.
+    EmptySpecialToken { index: usize },
+    /// The special-token matcher could not be built.
+    SpecialTokens(aho_corasick::BuildError),
+    /// The pattern does not compile.
+    Pattern(fancy_regex::Error),
+    /// The regex exceeded its backtracking limit at byte `offset` of the text.
+    GaveUp {
+        offset: usize,
+        error: fancy_regex::Error,
+    },
+}
 
 /// One part of a document after special tokens are split out.
 pub enum Segment<'a> {
@@ -43,7 +57,10 @@ pub struct PreTokenizer {
 impl PreTokenizer {
     /// A pre-tokeniser for `pattern` (a preset's exact pattern text selects its fast matcher;
     /// `None`: no split) that first cuts out `special_tokens` (leftmost, then longest, first).
-    pub fn new(pattern: Option<&str>, special_tokens: Vec<Vec<u8>>) -> Result<Self, String> {
+    pub fn new(
+        pattern: Option<&str>,
+        special_tokens: Vec<Vec<u8>>,
+    ) -> Result<Self, PreTokenizeError> {
         let matcher = match pattern {
             None => Matcher::Whole,
             Some(pattern) => match Preset::from_pattern(pattern) {
@@ -56,13 +73,19 @@ impl PreTokenizer {
 
     /// Like `new`, but always runs `pattern` through fancy-regex, even a preset's: the reference
     /// the preset matchers are tested and benchmarked against (tiktoken splits with fancy-regex).
-    pub fn new_generic(pattern: &str, special_tokens: Vec<Vec<u8>>) -> Result<Self, String> {
+    pub fn new_generic(
+        pattern: &str,
+        special_tokens: Vec<Vec<u8>>,
+    ) -> Result<Self, PreTokenizeError> {
         Self::with_matcher(Matcher::Regex(compile(pattern)?), special_tokens)
     }
 
-    fn with_matcher(matcher: Matcher, special_tokens: Vec<Vec<u8>>) -> Result<Self, String> {
+    fn with_matcher(
+        matcher: Matcher,
+        special_tokens: Vec<Vec<u8>>,
+    ) -> Result<Self, PreTokenizeError> {
         if let Some(index) = special_tokens.iter().position(|token| token.is_empty()) {
-            return Err(format!("special token {index} is empty"));
+            return Err(PreTokenizeError::EmptySpecialToken { index });
         }
         let specials = if special_tokens.is_empty() {
             None
@@ -71,10 +94,15 @@ impl PreTokenizer {
                 AhoCorasick::builder()
                     .match_kind(MatchKind::LeftmostLongest)
                     .build(&special_tokens)
-                    .map_err(|error| error.to_string())?,
+                    .map_err(PreTokenizeError::SpecialTokens)?,
             )
         };
-        Ok(PreTokenizer { matcher, specials, special_tokens, keep_unmatched: true })
+        Ok(PreTokenizer {
+            matcher,
+            specials,
+            special_tokens,
+            keep_unmatched: true,
+        })
     }
 
     /// Drop the text a user regex does not match instead of keeping it as pre-tokens, as the
@@ -126,8 +154,26 @@ impl PreTokenizer {
         &self,
         text: &'a [u8],
         mut f: impl FnMut(&'a [u8]),
-    ) -> Result<(), String> {
+    ) -> Result<(), PreTokenizeError> {
         self.split_bytes(text, &mut f, false)
+    }
+
+    /// Calls `f` on each pre-token of `text`, special tokens included (whole, as pieces of their
+    /// own), in order; stops at the first regex error, as `try_for_each_piece` does.
+    pub fn try_for_each_token<'a>(
+        &'a self,
+        text: &'a [u8],
+        mut f: impl FnMut(&'a [u8]),
+    ) -> Result<(), PreTokenizeError> {
+        let mut failure = Ok(());
+        self.for_each_segment(text, |segment| match segment {
+            Segment::Text(segment_text) if failure.is_ok() => {
+                failure = self.try_for_each_piece(segment_text, &mut f);
+            }
+            Segment::Text(_) => {}
+            Segment::Special(index) => f(&self.special_tokens[index]),
+        });
+        failure
     }
 
     /// Splits each valid UTF-8 run with the matcher and passes each invalid run through whole.
@@ -138,7 +184,7 @@ impl PreTokenizer {
         text: &'a [u8],
         f: &mut impl FnMut(&'a [u8]),
         fallback: bool,
-    ) -> Result<(), String> {
+    ) -> Result<(), PreTokenizeError> {
         let mut rest = text;
         while !rest.is_empty() {
             let (valid, invalid_end) = match std::str::from_utf8(rest) {
@@ -162,7 +208,7 @@ impl PreTokenizer {
                 if let Err((stopped, error)) = self.split_valid(&rest[..valid], f) {
                     if !fallback {
                         let offset = text.len() - rest.len() + stopped;
-                        return Err(format!("regex gave up at byte {offset}: {error}"));
+                        return Err(PreTokenizeError::GaveUp { offset, error });
                     }
                     f(&rest[stopped..valid]);
                 }
@@ -215,101 +261,15 @@ const _: () = {
     assert_thread_safe::<PreTokenizer>();
 };
 
-fn compile(pattern: &str) -> Result<fancy_regex::Regex, String> {
-    fancy_regex::Regex::new(pattern).map_err(|error| {
-        // The regex crate's own message (e.g. which `\p{..}` class is unknown) sits in the
-        // source chain of fancy-regex's "error parsing pattern"; show the innermost one.
-        if let fancy_regex::Error::CompileError(compile_error) = &error {
-            if let fancy_regex::CompileError::InnerError(build_error) = compile_error.as_ref() {
-                let mut innermost: &dyn std::error::Error = build_error;
-                while let Some(source) = innermost.source() {
-                    innermost = source;
-                }
-                return innermost.to_string();
-            }
-        }
-        error.to_string()
-    })
-}
-
-/// Python view of the pre-tokeniser, for polytok.pretokenize, tests and benchmarks.
-#[pyclass(name = "PreTokenizer", module = "polytok._core", frozen)]
-pub struct PyPreTokenizer {
-    pub inner: PreTokenizer,
-}
-
-impl PyPreTokenizer {
-    /// Calls `f` on each pre-token of `text`, special tokens included, in order; stops at the
-    /// first regex error.
-    fn for_each_token<'a>(&'a self, text: &'a [u8], mut f: impl FnMut(&'a [u8])) -> Result<(), String> {
-        let mut failure = Ok(());
-        self.inner.for_each_segment(text, |segment| match segment {
-            Segment::Text(segment_text) if failure.is_ok() => {
-                failure = self.inner.try_for_each_piece(segment_text, &mut f);
-            }
-            Segment::Text(_) => {}
-            Segment::Special(index) => f(&self.inner.special_tokens[index]),
-        });
-        failure
-    }
-}
-
-#[pymethods]
-impl PyPreTokenizer {
-    #[new]
-    #[pyo3(signature = (pattern, special_tokens=Vec::new(), generic=false))]
-    fn new(pattern: Option<&str>, special_tokens: Vec<Vec<u8>>, generic: bool) -> PyResult<Self> {
-        let inner = match (pattern, generic) {
-            (Some(pattern), true) => PreTokenizer::new_generic(pattern, special_tokens),
-            _ => PreTokenizer::new(pattern, special_tokens),
-        }
-        .map_err(PyValueError::new_err)?;
-        Ok(PyPreTokenizer { inner })
-    }
-
-    /// The name of the preset whose fast matcher is in use, or None (user regex or no split).
-    #[getter]
-    fn preset(&self) -> Option<&'static str> {
-        self.inner.preset().map(Preset::name)
-    }
-
-    /// The pre-tokens of `text`; special tokens come out whole, as their own pieces.
-    fn split<'py>(&self, py: Python<'py>, text: &[u8]) -> PyResult<Vec<Bound<'py, PyBytes>>> {
-        let mut pieces: Vec<&[u8]> = Vec::new();
-        py.detach(|| self.for_each_token(text, |piece| pieces.push(piece)))
-            .map_err(PyValueError::new_err)?;
-        Ok(pieces.into_iter().map(|piece| PyBytes::new(py, piece)).collect())
-    }
-
-    /// The byte lengths of the pre-tokens of `text`, without creating them (for large inputs).
-    fn piece_lengths<'py>(&self, py: Python<'py>, text: &[u8]) -> PyResult<Bound<'py, PyArray1<i64>>> {
-        let mut lengths: Vec<i64> = Vec::new();
-        py.detach(|| self.for_each_token(text, |piece| lengths.push(piece.len() as i64)))
-            .map_err(PyValueError::new_err)?;
-        Ok(PyArray1::from_vec(py, lengths))
-    }
-}
-
-/// The four preset names and patterns, as the Rust matchers know them.
-#[pyfunction]
-fn preset_patterns() -> Vec<(&'static str, &'static str)> {
-    Preset::ALL.iter().map(|preset| (preset.name(), preset.pattern())).collect()
+fn compile(pattern: &str) -> Result<fancy_regex::Regex, PreTokenizeError> {
+    fancy_regex::Regex::new(pattern).map_err(PreTokenizeError::Pattern)
 }
 
 /// The preset matchers' class flags of every code point (bit 1 `\p{L}`, 2 `\p{N}`, 4 `\s`,
 /// 8 o200k's upper class, 16 its lower class), so a test can compare them with `regex`.
-#[pyfunction]
-fn preset_character_classes<'py>(py: Python<'py>) -> Bound<'py, PyBytes> {
+pub fn character_class_flags() -> Vec<u8> {
     let classes = classes::CharClasses::get();
-    let flags: Vec<u8> = (0..0x110000u32).map(|code_point| classes.of(code_point)).collect();
-    PyBytes::new(py, &flags)
-}
-
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PyPreTokenizer>()?;
-    m.add_function(wrap_pyfunction!(preset_patterns, m)?)?;
-    m.add_function(wrap_pyfunction!(preset_character_classes, m)?)?;
-    // The `regex` release the preset tables were generated from (tools/gen_unicode_tables.py).
-    m.add("PRESET_TABLES_REGEX_VERSION", unicode_tables::REGEX_VERSION)?;
-    Ok(())
+    (0..0x110000u32)
+        .map(|code_point| classes.of(code_point))
+        .collect()
 }

@@ -4,7 +4,7 @@
 //! tokens. Also home of `ByteTrie`, the prefix tree the Viterbi segmenter and trainers share.
 use rustc_hash::FxHashMap;
 
-use super::Segmenter;
+use super::{ByteRole, Segmenter, VocabularyError};
 
 const NO_VALUE: u32 = u32::MAX;
 
@@ -20,19 +20,28 @@ pub struct ByteTrie {
 
 impl ByteTrie {
     pub fn new() -> Self {
-        ByteTrie { root_children: Vec::new(), children: FxHashMap::default(), values: Vec::new() }
+        ByteTrie {
+            root_children: Vec::new(),
+            children: FxHashMap::default(),
+            values: Vec::new(),
+        }
     }
 
     /// Makes room for `nodes` nodes in total, so that building a large trie does not rehash.
     pub fn reserve(&mut self, nodes: usize) {
         self.values.reserve(nodes.saturating_sub(self.values.len()));
-        self.children.reserve(nodes.saturating_sub(self.children.len()));
+        self.children
+            .reserve(nodes.saturating_sub(self.children.len()));
     }
 
     /// Adds an empty root and returns it; keys inserted under different roots never mix. All
     /// roots must be added before the first insertion.
     pub fn add_root(&mut self) -> u32 {
-        assert_eq!(self.values.len(), self.root_children.len(), "roots come before keys");
+        assert_eq!(
+            self.values.len(),
+            self.root_children.len(),
+            "roots come before keys"
+        );
         self.values.push(NO_VALUE);
         self.root_children.push([NO_VALUE; 256]);
         (self.values.len() - 1) as u32
@@ -44,7 +53,9 @@ impl ByteTrie {
             let next = table[byte as usize];
             return (next != NO_VALUE).then_some(next);
         }
-        self.children.get(&(((node as u64) << 8) | byte as u64)).copied()
+        self.children
+            .get(&(((node as u64) << 8) | byte as u64))
+            .copied()
     }
 
     /// Stores `value` under `key` (non-empty) unless the key already has one; returns whether
@@ -60,7 +71,8 @@ impl ByteTrie {
                     match self.root_children.get_mut(node as usize) {
                         Some(table) => table[byte as usize] = next,
                         None => {
-                            self.children.insert(((node as u64) << 8) | byte as u64, next);
+                            self.children
+                                .insert(((node as u64) << 8) | byte as u64, next);
                         }
                     }
                     next
@@ -125,7 +137,7 @@ impl LongestMatch {
     /// longer than it is a continuation token; every other token is word-initial. Without a
     /// marker every token may appear anywhere. All 256 single bytes must exist in both roles,
     /// so that no input is ever unknown.
-    pub fn new(vocab: &[Vec<u8>], marker: Option<&[u8]>) -> Result<Self, String> {
+    pub fn new(vocab: &[Vec<u8>], marker: Option<&[u8]>) -> Result<Self, VocabularyError> {
         let mut trie = ByteTrie::new();
         let initial_root = trie.add_root();
         let continuation_root = match marker {
@@ -135,7 +147,7 @@ impl LongestMatch {
         let mut decoded = Vec::with_capacity(vocab.len());
         for (id, token) in vocab.iter().enumerate() {
             if token.is_empty() {
-                return Err(format!("vocabulary token {id} is empty"));
+                return Err(VocabularyError::EmptyToken { id });
             }
             let (root, text) = match marker {
                 Some(m) if token.len() > m.len() && token.starts_with(m) => {
@@ -148,13 +160,24 @@ impl LongestMatch {
         }
         for byte in 0..=255u8 {
             if trie.get(initial_root, &[byte]).is_none() {
-                return Err(format!("vocabulary lacks the single byte 0x{byte:02x} as a word-initial token"));
+                let role = if marker.is_some() {
+                    ByteRole::WordInitial
+                } else {
+                    ByteRole::Any
+                };
+                return Err(VocabularyError::MissingByte { byte, role });
             }
             if trie.get(continuation_root, &[byte]).is_none() {
-                return Err(format!("vocabulary lacks the single byte 0x{byte:02x} as a continuation token"));
+                let role = ByteRole::Continuation;
+                return Err(VocabularyError::MissingByte { byte, role });
             }
         }
-        Ok(LongestMatch { trie, initial_root, continuation_root, decoded })
+        Ok(LongestMatch {
+            trie,
+            initial_root,
+            continuation_root,
+            decoded,
+        })
     }
 
     /// The bytes each id decodes to, markers stripped; index = id.

@@ -24,7 +24,7 @@ use rustc_hash::FxHashMap;
 
 use super::dropout::segment_with_dropout;
 use super::rng::SplitMix64;
-use super::{RandomKind, RandomSegmenter, Segmenter};
+use super::{ByteRole, RandomKind, RandomSegmenter, Segmenter, VocabularyError};
 
 /// No merge: the rank of a pair that is not a token (also marks "no right neighbour").
 const NONE: u32 = u32::MAX;
@@ -180,11 +180,11 @@ pub struct MergesSegmenter<R: MergeRule> {
 
 /// Builds the segmenter for a vocabulary without a merge list: tiktoken's rule with rank = id.
 /// `tokens[id]` are the bytes of id; every single byte must be a token.
-pub fn from_ranks(tokens: &[Vec<u8>]) -> Result<MergesSegmenter<ByteRanks>, String> {
+pub fn from_ranks(tokens: &[Vec<u8>]) -> Result<MergesSegmenter<ByteRanks>, VocabularyError> {
     let mut ranks = TokenMap::default();
     for (id, token) in tokens.iter().enumerate() {
         if !ranks.insert(token, id as u32) {
-            return Err(format!("token {id} repeats the bytes of an earlier token"));
+            return Err(VocabularyError::RepeatedToken { id });
         }
     }
     let byte_ids = byte_ids(tokens)?;
@@ -201,14 +201,12 @@ pub fn from_ranks(tokens: &[Vec<u8>]) -> Result<MergesSegmenter<ByteRanks>, Stri
 pub fn from_merges(
     tokens: &[Vec<u8>],
     merges: &[(u32, u32, u32)],
-) -> Result<MergesSegmenter<PairMerges>, String> {
+) -> Result<MergesSegmenter<PairMerges>, VocabularyError> {
     let mut pairs = FxHashMap::default();
     for (rank, &(left, right, merged)) in merges.iter().enumerate() {
         let key = ((left as u64) << 32) | right as u64;
         if pairs.insert(key, (rank as u32, merged)).is_some() {
-            return Err(format!(
-                "merge {rank} ({left}, {right}) repeats an earlier merge"
-            ));
+            return Err(VocabularyError::RepeatedMerge { rank, left, right });
         }
     }
     let byte_ids = byte_ids(tokens)?;
@@ -237,7 +235,7 @@ fn next_serial() -> u64 {
     NEXT_SERIAL.fetch_add(1, Ordering::Relaxed)
 }
 
-fn byte_ids(tokens: &[Vec<u8>]) -> Result<[u32; 256], String> {
+fn byte_ids(tokens: &[Vec<u8>]) -> Result<[u32; 256], VocabularyError> {
     let mut byte_ids = [NONE; 256];
     // The lowest id wins if a byte appears twice, as `token_id` does.
     for (id, token) in tokens.iter().enumerate().rev() {
@@ -246,9 +244,10 @@ fn byte_ids(tokens: &[Vec<u8>]) -> Result<[u32; 256], String> {
         }
     }
     match byte_ids.iter().position(|&id| id == NONE) {
-        Some(byte) => Err(format!(
-            "byte 0x{byte:02x} is not a token; the merges segmenter needs all 256 single bytes"
-        )),
+        Some(byte) => Err(VocabularyError::MissingByte {
+            byte: byte as u8,
+            role: ByteRole::Any,
+        }),
         None => Ok(byte_ids),
     }
 }

@@ -1,15 +1,12 @@
 //! Segmenters: how a pre-token is cut into vocabulary ids. One file per kind; the `Encoder`
-//! (pre-tokeniser + segmenter + special tokens) is the Python-facing object that drives them.
-use pyo3::prelude::*;
-
+//! (pre-tokeniser + segmenter + special tokens) drives them over whole texts.
 pub mod dropout;
 pub mod encoder;
-pub mod loaded;
 pub mod longest_match;
 pub mod merges;
-pub mod normalize;
 pub mod rng;
 pub mod shortest_path;
+pub mod utf8;
 pub mod viterbi;
 
 use rng::SplitMix64;
@@ -42,15 +39,6 @@ pub enum RandomKind {
     Dropout,
 }
 
-impl RandomKind {
-    pub fn name(self) -> &'static str {
-        match self {
-            RandomKind::Sample => "sample",
-            RandomKind::Dropout => "dropout",
-        }
-    }
-}
-
 /// A segmenter that can draw a random cut of a pre-token (subword regularisation).
 pub trait RandomSegmenter: Sync {
     fn kind(&self) -> RandomKind;
@@ -65,8 +53,35 @@ pub trait RankedSegmenter: Sync {
     fn nbest(&self, piece: &[u8], n: usize) -> Vec<(Vec<u32>, f64)>;
 }
 
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    encoder::register(m)?;
-    normalize::register(m)?;
-    Ok(())
+/// Which tokens a single byte must exist as (see `VocabularyError::MissingByte`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ByteRole {
+    /// Anywhere in a pre-token.
+    Any,
+    /// As the first token of a pre-token (longest match with a continuation marker).
+    WordInitial,
+    /// As a later token of a pre-token (spelled with the continuation marker).
+    Continuation,
+}
+
+/// Why a vocabulary (or merge list) cannot make a segmenter or an encoder; ids and bytes as
+/// found, for the caller to word.
+#[derive(Clone, Debug, PartialEq)]
+pub enum VocabularyError {
+    /// Token `id` has no bytes.
+    EmptyToken { id: usize },
+    /// Token `id` has the bytes of an earlier token (where ids are ranks, they must be unique).
+    RepeatedToken { id: usize },
+    /// Merge `rank` joins the same pair (left, right) as an earlier merge.
+    RepeatedMerge { rank: usize, left: u32, right: u32 },
+    /// No token is the single byte `byte` in `role`: some input could not be cut.
+    MissingByte { byte: u8, role: ByteRole },
+    /// The numbers of tokens and of scores differ.
+    ScoreCount { tokens: usize, scores: usize },
+    /// The score of token `id` is not a finite number.
+    NonFiniteScore { id: usize, score: f64 },
+    /// The special token with id `id` has no bytes.
+    EmptySpecialToken { id: u32 },
+    /// Special token id `id` is an ordinary token's id.
+    SpecialIdTaken { id: u32 },
 }

@@ -5,13 +5,11 @@
 //! segmentation (the lexicographically greatest sequence of token lengths).
 //!
 //! Cost: a trie walk from every start position, O(n x longest token) for a piece of n bytes.
-use numpy::PyReadonlyArray1;
-use pyo3::exceptions::PyValueError;
-use pyo3::prelude::*;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
-use super::Segmenter;
+use super::{ByteRole, Segmenter, VocabularyError};
+use crate::count::PreTokenCounts;
 
 const NONE: u32 = u32::MAX;
 
@@ -25,12 +23,12 @@ pub struct ShortestPath {
 impl ShortestPath {
     /// Builds from `vocab[id] = bytes`; every single byte must be a token so that any piece can
     /// be segmented. Where a byte string appears twice, the lower id wins.
-    pub fn new(vocab: &[Vec<u8>]) -> Result<Self, String> {
+    pub fn new(vocab: &[Vec<u8>]) -> Result<Self, VocabularyError> {
         let mut children: FxHashMap<u64, u32> = FxHashMap::default();
         let mut token_at = vec![NONE];
         for (id, token) in vocab.iter().enumerate() {
             if token.is_empty() {
-                return Err(format!("token {id} is empty"));
+                return Err(VocabularyError::EmptyToken { id });
             }
             let mut node = 0u32;
             for &byte in token {
@@ -48,7 +46,12 @@ impl ShortestPath {
         for byte in 0..=255u8 {
             match children.get(&(byte as u64)) {
                 Some(&node) if token_at[node as usize] != NONE => {}
-                _ => return Err(format!("the vocabulary lacks the single byte {byte:#04x}")),
+                _ => {
+                    return Err(VocabularyError::MissingByte {
+                        byte,
+                        role: ByteRole::Any,
+                    })
+                }
             }
         }
         Ok(ShortestPath { children, token_at })
@@ -81,6 +84,22 @@ impl ShortestPath {
     }
 }
 
+impl ShortestPath {
+    /// Sum over counted pre-tokens of count x fewest tokens, in parallel on the current pool.
+    pub fn count_tokens(&self, counts: &PreTokenCounts) -> u64 {
+        (0..counts.len())
+            .into_par_iter()
+            .map_init(
+                || (Vec::new(), Vec::new()),
+                |(best, choice), w| {
+                    self.solve(counts.word(w), best, choice);
+                    best[0] as u64 * counts.counts()[w]
+                },
+            )
+            .sum()
+    }
+}
+
 impl Segmenter for ShortestPath {
     fn segment(&self, piece: &[u8], out: &mut Vec<u32>) {
         let (mut best, mut choice) = (Vec::new(), Vec::new());
@@ -91,78 +110,5 @@ impl Segmenter for ShortestPath {
             out.push(id);
             i += len as usize;
         }
-    }
-}
-
-/// Standalone Python access to the segmenter (certification and tests).
-#[pyclass(name = "ShortestPathSegmenter", module = "polytok._core", frozen)]
-pub struct PyShortestPath {
-    inner: ShortestPath,
-}
-
-#[pymethods]
-impl PyShortestPath {
-    #[new]
-    fn new(vocab: Vec<Vec<u8>>) -> PyResult<Self> {
-        Ok(PyShortestPath { inner: ShortestPath::new(&vocab).map_err(PyValueError::new_err)? })
-    }
-
-    /// Token ids of the tie-broken fewest-token segmentation of one pre-token.
-    fn segment(&self, piece: &[u8]) -> Vec<u32> {
-        let mut out = Vec::new();
-        self.inner.segment(piece, &mut out);
-        out
-    }
-
-    /// Sum over counted pre-tokens (WordCounts arrays) of count x fewest tokens.
-    fn count_words(
-        &self,
-        py: Python<'_>,
-        data: &[u8],
-        offsets: PyReadonlyArray1<'_, i64>,
-        counts: PyReadonlyArray1<'_, u64>,
-    ) -> PyResult<u64> {
-        let offsets = offsets.as_slice()?;
-        let counts = counts.as_slice()?;
-        if offsets.len() != counts.len() + 1 {
-            return Err(PyValueError::new_err("offsets must have one entry more than counts"));
-        }
-        if offsets.windows(2).any(|p| p[0] > p[1]) || offsets.iter().any(|&o| o < 0 || o as usize > data.len()) {
-            return Err(PyValueError::new_err("offsets must rise from 0 to len(data)"));
-        }
-        let inner = &self.inner;
-        Ok(py.detach(|| {
-            (0..counts.len())
-                .into_par_iter()
-                .map_init(
-                    || (Vec::new(), Vec::new()),
-                    |(best, choice), w| {
-                        let piece = &data[offsets[w] as usize..offsets[w + 1] as usize];
-                        inner.solve(piece, best, choice);
-                        best[0] as u64 * counts[w]
-                    },
-                )
-                .sum()
-        }))
-    }
-}
-
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PyShortestPath>()?;
-    Ok(())
-}
-
-#[pymethods]
-impl crate::segment::encoder::Encoder {
-    /// A shortest-path encoder (ConvexTok): fewest tokens per pre-token, deterministic ties.
-    #[staticmethod]
-    #[pyo3(signature = (pattern, vocab, special_tokens))]
-    fn shortest_path(
-        pattern: Option<&str>,
-        vocab: Vec<Vec<u8>>,
-        special_tokens: Vec<(Vec<u8>, u32)>,
-    ) -> PyResult<Self> {
-        let segmenter = ShortestPath::new(&vocab).map_err(PyValueError::new_err)?;
-        Ok(Self::from_parts(pattern, Box::new(segmenter), vocab, special_tokens)?)
     }
 }

@@ -7,7 +7,7 @@
 //! earliest (is longest) wins, position by position from the end.
 use super::longest_match::ByteTrie;
 use super::rng::SplitMix64;
-use super::{RandomKind, RandomSegmenter, RankedSegmenter, Segmenter};
+use super::{ByteRole, RandomKind, RandomSegmenter, RankedSegmenter, Segmenter, VocabularyError};
 
 /// One vocabulary match in a pre-token: bytes [start, end) are token `token`.
 #[derive(Clone, Copy, Debug)]
@@ -42,7 +42,11 @@ pub fn build_lattice(
     for start in 0..piece.len() {
         trie.for_each_prefix(root, &piece[start..], |length, token| {
             if score_of(token) > f64::NEG_INFINITY {
-                edges.push(Edge { start: start as u32, end: (start + length) as u32, token });
+                edges.push(Edge {
+                    start: start as u32,
+                    end: (start + length) as u32,
+                    token,
+                });
             }
         });
     }
@@ -92,7 +96,11 @@ pub fn forward_backward(
 
 /// The best path through a lattice ordered by start: (score, tokens), or None when the lattice
 /// does not connect the two ends.
-pub fn best_path(edges: &[Edge], length: usize, score_of: impl Fn(u32) -> f64) -> Option<(f64, Vec<u32>)> {
+pub fn best_path(
+    edges: &[Edge],
+    length: usize,
+    score_of: impl Fn(u32) -> f64,
+) -> Option<(f64, Vec<u32>)> {
     let mut best = vec![f64::NEG_INFINITY; length + 1];
     let mut back: Vec<usize> = vec![usize::MAX; length + 1];
     best[0] = 0.0;
@@ -128,32 +136,48 @@ pub struct Viterbi {
 impl Viterbi {
     /// `vocab[i]` has log-probability `scores[i]` (finite). All 256 single bytes must be in the
     /// vocabulary so that every input has a segmentation. A duplicated spelling keeps its first id.
-    pub fn new(vocab: &[Vec<u8>], scores: &[f64]) -> Result<Self, String> {
+    pub fn new(vocab: &[Vec<u8>], scores: &[f64]) -> Result<Self, VocabularyError> {
         if vocab.len() != scores.len() {
-            return Err(format!("{} tokens but {} scores", vocab.len(), scores.len()));
+            return Err(VocabularyError::ScoreCount {
+                tokens: vocab.len(),
+                scores: scores.len(),
+            });
         }
         let mut trie = ByteTrie::new();
         let root = trie.add_root();
         for (id, (token, &score)) in vocab.iter().zip(scores).enumerate() {
             if token.is_empty() {
-                return Err(format!("vocabulary token {id} is empty"));
+                return Err(VocabularyError::EmptyToken { id });
             }
             if !score.is_finite() {
-                return Err(format!("score of token {id} is {score}, expected a finite number"));
+                return Err(VocabularyError::NonFiniteScore { id, score });
             }
             trie.insert(root, token, id as u32);
         }
         for byte in 0..=255u8 {
             if trie.get(root, &[byte]).is_none() {
-                return Err(format!("vocabulary lacks the single byte 0x{byte:02x}"));
+                return Err(VocabularyError::MissingByte {
+                    byte,
+                    role: ByteRole::Any,
+                });
             }
         }
-        Ok(Viterbi { trie, root, scores: scores.to_vec() })
+        Ok(Viterbi {
+            trie,
+            root,
+            scores: scores.to_vec(),
+        })
     }
 
     fn lattice(&self, piece: &[u8], edges: &mut Vec<Edge>) {
         edges.clear();
-        build_lattice(&self.trie, self.root, piece, |token| self.scores[token as usize], edges);
+        build_lattice(
+            &self.trie,
+            self.root,
+            piece,
+            |token| self.scores[token as usize],
+            edges,
+        );
     }
 
     /// Draws one segmentation with probability proportional to exp(alpha · score): forward
@@ -166,7 +190,10 @@ impl Viterbi {
         forward[0] = 0.0;
         for edge in &edges {
             let (s, e) = (edge.start as usize, edge.end as usize);
-            forward[e] = log_add_exp(forward[e], forward[s] + alpha * self.scores[edge.token as usize]);
+            forward[e] = log_add_exp(
+                forward[e],
+                forward[s] + alpha * self.scores[edge.token as usize],
+            );
         }
         // Edges grouped by end, each group in start order, so a draw is reproducible.
         let mut by_end: Vec<Vec<Edge>> = vec![Vec::new(); length + 1];
@@ -182,7 +209,10 @@ impl Viterbi {
             // Rounding can leave the sum a hair under 1: the last candidate takes the remainder.
             let mut chosen = candidates[candidates.len() - 1];
             for edge in candidates {
-                cumulative += (forward[edge.start as usize] + alpha * self.scores[edge.token as usize] - forward[position]).exp();
+                cumulative += (forward[edge.start as usize]
+                    + alpha * self.scores[edge.token as usize]
+                    - forward[position])
+                    .exp();
                 if draw < cumulative {
                     chosen = *edge;
                     break;
@@ -215,12 +245,24 @@ impl Viterbi {
             previous: usize,
         }
         let mut best: Vec<Vec<Partial>> = Vec::with_capacity(length + 1);
-        best.push(vec![Partial { score: 0.0, edge: Edge { start: 0, end: 0, token: 0 }, previous: 0 }]);
+        best.push(vec![Partial {
+            score: 0.0,
+            edge: Edge {
+                start: 0,
+                end: 0,
+                token: 0,
+            },
+            previous: 0,
+        }]);
         for end in 1..=length {
             let mut candidates = Vec::new();
             for edge in &by_end[end] {
                 for (rank, partial) in best[edge.start as usize].iter().enumerate() {
-                    candidates.push(Partial { score: partial.score + self.scores[edge.token as usize], edge: *edge, previous: rank });
+                    candidates.push(Partial {
+                        score: partial.score + self.scores[edge.token as usize],
+                        edge: *edge,
+                        previous: rank,
+                    });
                 }
             }
             candidates.sort_by(|x, y| {
@@ -253,7 +295,14 @@ impl Viterbi {
 
 impl Viterbi {
     /// Viterbi over `piece` into caller-provided buffers of piece.len() + 1 entries.
-    fn best_into(&self, piece: &[u8], best: &mut [f64], back_start: &mut [u32], back_token: &mut [u32], out: &mut Vec<u32>) {
+    fn best_into(
+        &self,
+        piece: &[u8],
+        best: &mut [f64],
+        back_start: &mut [u32],
+        back_token: &mut [u32],
+        out: &mut Vec<u32>,
+    ) {
         let length = piece.len();
         best.fill(f64::NEG_INFINITY);
         best[0] = 0.0;
@@ -262,16 +311,17 @@ impl Viterbi {
             if base == f64::NEG_INFINITY {
                 continue;
             }
-            self.trie.for_each_prefix(self.root, &piece[start..], |token_length, token| {
-                let end = start + token_length;
-                let candidate = base + self.scores[token as usize];
-                // Strictly greater: the earliest start (longest last token) keeps a tie.
-                if candidate > best[end] {
-                    best[end] = candidate;
-                    back_start[end] = start as u32;
-                    back_token[end] = token;
-                }
-            });
+            self.trie
+                .for_each_prefix(self.root, &piece[start..], |token_length, token| {
+                    let end = start + token_length;
+                    let candidate = base + self.scores[token as usize];
+                    // Strictly greater: the earliest start (longest last token) keeps a tie.
+                    if candidate > best[end] {
+                        best[end] = candidate;
+                        back_start[end] = start as u32;
+                        back_token[end] = token;
+                    }
+                });
         }
         let first = out.len();
         let mut position = length;
@@ -313,10 +363,18 @@ impl Segmenter for Viterbi {
         const ON_STACK: usize = 64;
         let size = piece.len() + 1;
         if size <= ON_STACK {
-            let (mut best, mut back_start, mut back_token) = ([0.0; ON_STACK], [0u32; ON_STACK], [0u32; ON_STACK]);
-            self.best_into(piece, &mut best[..size], &mut back_start[..size], &mut back_token[..size], out);
+            let (mut best, mut back_start, mut back_token) =
+                ([0.0; ON_STACK], [0u32; ON_STACK], [0u32; ON_STACK]);
+            self.best_into(
+                piece,
+                &mut best[..size],
+                &mut back_start[..size],
+                &mut back_token[..size],
+                out,
+            );
         } else {
-            let (mut best, mut back_start, mut back_token) = (vec![0.0; size], vec![0u32; size], vec![0u32; size]);
+            let (mut best, mut back_start, mut back_token) =
+                (vec![0.0; size], vec![0u32; size], vec![0u32; size]);
             self.best_into(piece, &mut best, &mut back_start, &mut back_token, out);
         }
     }

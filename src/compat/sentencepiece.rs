@@ -2,15 +2,12 @@
 //! double-array trie over UTF-8 whose leaves point at NUL-terminated replacements), longest rule
 //! first; user-defined pieces kept as they are; whitespace removal, `▁` for spaces and the
 //! dummy prefix; then the normalised text is cut at the user-defined pieces for the segmenter
-//! (`Encoder.encode_sentencepiece` in loaded.rs runs the whole pipeline in one call).
-use pyo3::exceptions::PyValueError;
-use pyo3::prelude::*;
-
-use super::loaded::utf8_char_len;
+//! (`Encoder::sentencepiece_ids` in pipeline.rs runs the whole pipeline in one call).
+use super::CompatError;
+use crate::segment::utf8::utf8_char_len;
 
 const REPLACEMENT_CHARACTER: &[u8] = "\u{FFFD}".as_bytes();
 
-#[pyclass(module = "polytok._core", frozen)]
 pub struct SentencePieceNormalizer {
     units: Vec<u32>,
     replacements: Vec<u8>,
@@ -52,7 +49,11 @@ fn step(units: &[u32], position: usize, byte: u8) -> Option<(usize, Option<usize
         return None;
     }
     let position = position ^ unit_offset(unit);
-    let leaf = if (unit >> 8) & 1 == 1 { Some((*units.get(position)? & ((1 << 31) - 1)) as usize) } else { None };
+    let leaf = if (unit >> 8) & 1 == 1 {
+        Some((*units.get(position)? & ((1 << 31) - 1)) as usize)
+    } else {
+        None
+    };
     Some((position, leaf))
 }
 
@@ -66,7 +67,9 @@ impl SentencePieceNormalizer {
         let mut found = None;
         let mut position = unit_offset(units[0]);
         for (index, &byte) in data.iter().enumerate().skip(start) {
-            let Some((next, leaf)) = step(units, position, byte) else { break };
+            let Some((next, leaf)) = step(units, position, byte) else {
+                break;
+            };
             position = next;
             if let Some(offset) = leaf {
                 found = Some((index + 1 - start, offset));
@@ -98,7 +101,11 @@ impl SentencePieceNormalizer {
     }
 
     pub fn normalize_bytes(&self, data: &[u8]) -> Vec<u8> {
-        let space: &[u8] = if self.escape_whitespaces { "\u{2581}".as_bytes() } else { b" " };
+        let space: &[u8] = if self.escape_whitespaces {
+            "\u{2581}".as_bytes()
+        } else {
+            b" "
+        };
         let mut position = 0;
         if self.remove_extra_whitespaces {
             while position < data.len() {
@@ -119,7 +126,10 @@ impl SentencePieceNormalizer {
         let mut previous_space = self.remove_extra_whitespaces;
         while position < data.len() {
             let byte = data[position];
-            if byte < 0x80 && self.ascii_kept[byte as usize] && data.get(position + 1).is_none_or(|&next| next < 0x80) {
+            if byte < 0x80
+                && self.ascii_kept[byte as usize]
+                && data.get(position + 1).is_none_or(|&next| next < 0x80)
+            {
                 // The general path below with the byte as its own replacement.
                 if byte != b' ' {
                     out.push(byte);
@@ -168,7 +178,9 @@ impl SentencePieceNormalizer {
         let mut at = 0;
         while at < normalized.len() {
             let found = if self.user_defined_may_start[normalized[at] as usize] {
-                self.user_defined.iter().find(|(bytes, _)| normalized[at..].starts_with(bytes))
+                self.user_defined
+                    .iter()
+                    .find(|(bytes, _)| normalized[at..].starts_with(bytes))
             } else {
                 None
             };
@@ -190,30 +202,35 @@ impl SentencePieceNormalizer {
     }
 }
 
-#[pymethods]
 impl SentencePieceNormalizer {
     /// `charsmap` is the model's precompiled_charsmap (empty: no rules); `user_defined` are the
     /// (UTF-8 text, id) of the pieces kept whole.
-    #[new]
-    #[pyo3(signature = (charsmap, user_defined, add_dummy_prefix, remove_extra_whitespaces, escape_whitespaces))]
-    fn new(
+    pub fn new(
         charsmap: &[u8],
         mut user_defined: Vec<(Vec<u8>, u32)>,
         add_dummy_prefix: bool,
         remove_extra_whitespaces: bool,
         escape_whitespaces: bool,
-    ) -> PyResult<Self> {
+    ) -> Result<Self, CompatError> {
         let (units, replacements) = if charsmap.is_empty() {
             (Vec::new(), Vec::new())
         } else {
             if charsmap.len() < 4 {
-                return Err(PyValueError::new_err("the charsmap is shorter than its 4-byte header"));
+                return Err(CompatError::CharsmapHeader {
+                    length: charsmap.len(),
+                });
             }
             let size = u32::from_le_bytes(charsmap[..4].try_into().unwrap()) as usize;
             if size % 4 != 0 || 4 + size > charsmap.len() {
-                return Err(PyValueError::new_err(format!("the charsmap's trie size {size} does not fit its {} bytes", charsmap.len())));
+                return Err(CompatError::CharsmapSize {
+                    size,
+                    length: charsmap.len(),
+                });
             }
-            let units = charsmap[4..4 + size].chunks_exact(4).map(|c| u32::from_le_bytes(c.try_into().unwrap())).collect();
+            let units = charsmap[4..4 + size]
+                .chunks_exact(4)
+                .map(|c| u32::from_le_bytes(c.try_into().unwrap()))
+                .collect();
             (units, charsmap[4 + size..].to_vec())
         };
         user_defined.retain(|(piece, _)| !piece.is_empty());
@@ -229,10 +246,13 @@ impl SentencePieceNormalizer {
         }
         if let Some(&root) = units.first() {
             for byte in 0..=255u8 {
-                let Some((position, leaf)) = step(&units, unit_offset(root), byte) else { continue };
+                let Some((position, leaf)) = step(&units, unit_offset(root), byte) else {
+                    continue;
+                };
                 may_start[byte as usize] = true;
                 if byte < 0x80 {
-                    ascii_kept[byte as usize] &= leaf.is_none() && (0..0x80u8).all(|next| step(&units, position, next).is_none());
+                    ascii_kept[byte as usize] &= leaf.is_none()
+                        && (0..0x80u8).all(|next| step(&units, position, next).is_none());
                 }
             }
         }
@@ -248,9 +268,4 @@ impl SentencePieceNormalizer {
             escape_whitespaces,
         })
     }
-}
-
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<SentencePieceNormalizer>()?;
-    Ok(())
 }

@@ -9,16 +9,48 @@
 //! * evaluating the Lagrangian bound on the *full* graph: one shortest path per pre-token with
 //!   edge costs n_w + mu_e, in parallel (fixed-order sums, so independent of the thread count).
 //!
-//! Its smoothed version, for the dual solver, is in `src/soft.rs`.
-use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
-use pyo3::exceptions::PyValueError;
-use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyDict};
+//! Its smoothed version, for the dual solver, is in `soft_paths.rs`.
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
 /// Marks a full-graph edge whose colour is not in the reduced LP.
 const DROPPED: u32 = u32::MAX;
+
+/// An input of the graph's computations whose length is fixed by the graph.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum GraphInput {
+    /// A flag per colour.
+    Candidates,
+    /// A price per reduced-LP priced edge.
+    LpPrices,
+    /// A price per full-graph edge.
+    Prices,
+}
+
+/// Why the graph's computations cannot take an input.
+#[derive(Clone, Debug, PartialEq)]
+pub enum GraphError {
+    /// `input` has `got` entries where the graph needs `expected`.
+    Length {
+        input: GraphInput,
+        got: usize,
+        expected: usize,
+    },
+    /// A price is negative, infinite or NaN.
+    Prices,
+    /// A temperature that is not finite and positive.
+    Temperature(f64),
+    /// No colour has this id.
+    Colour(u32),
+}
+
+/// Checks that `tau` is a finite, positive temperature.
+pub fn check_temperature(tau: f64) -> Result<(), GraphError> {
+    if !(tau > 0.0) || tau.is_infinite() {
+        return Err(GraphError::Temperature(tau));
+    }
+    Ok(())
+}
 
 pub struct TokenGraph {
     data: Vec<u8>,
@@ -40,7 +72,19 @@ pub struct TokenGraph {
     /// Weight (merged count) of the segment each reduced-LP priced edge belongs to.
     lp_edge_weight: Vec<f64>,
     /// How `soft_paths` groups and blocks the pre-tokens, made on its first call.
-    pub(crate) soft_plan: std::sync::OnceLock<crate::soft::SoftPlan>,
+    pub(crate) soft_plan: std::sync::OnceLock<crate::lp::soft_paths::SoftPlan>,
+}
+
+/// Fails unless `got` is `expected`.
+fn check_length(input: GraphInput, got: usize, expected: usize) -> Result<(), GraphError> {
+    if got != expected {
+        return Err(GraphError::Length {
+            input,
+            got,
+            expected,
+        });
+    }
+    Ok(())
 }
 
 /// The reduced LP: free and priced edges of the merged segments, with their costs.
@@ -118,6 +162,66 @@ impl TokenGraph {
 
     pub(crate) fn word_len(&self, w: usize) -> usize {
         self.offsets[w + 1] - self.offsets[w]
+    }
+
+    /// The number of full-graph (token) edges.
+    pub fn num_edges(&self) -> usize {
+        self.edge_colour.len()
+    }
+
+    /// The number of colours.
+    pub fn num_colours(&self) -> usize {
+        self.colour_start.len()
+    }
+
+    /// The colour of every full-graph edge.
+    pub fn edge_colours(&self) -> &[u32] {
+        &self.edge_colour
+    }
+
+    /// The length in bytes of every colour.
+    pub fn colour_lengths(&self) -> &[u32] {
+        &self.colour_len
+    }
+
+    /// The weighted frequency of every colour: the sum of counts over its occurrences.
+    pub fn colour_frequencies(&self) -> &[u64] {
+        &self.colour_frequency
+    }
+
+    /// The bytes of colour `t`.
+    pub fn colour_bytes(&self, t: u32) -> Result<&[u8], GraphError> {
+        let index = t as usize;
+        if index >= self.colour_start.len() {
+            return Err(GraphError::Colour(t));
+        }
+        let start = self.colour_start[index];
+        Ok(&self.data[start..start + self.colour_len[index] as usize])
+    }
+
+    /// Checks a flag per colour, as `reduced_lp` takes.
+    pub fn check_candidates(&self, candidate: &[bool]) -> Result<(), GraphError> {
+        check_length(GraphInput::Candidates, candidate.len(), self.num_colours())
+    }
+
+    /// Checks a price per reduced-LP priced edge (of the last `reduced_lp`), as
+    /// `prices_from_lp` takes.
+    pub fn check_lp_prices(&self, lp_mu: &[f64]) -> Result<(), GraphError> {
+        check_length(GraphInput::LpPrices, lp_mu.len(), self.lp_edge_weight.len())
+    }
+
+    /// Checks a price per full-graph edge, of any value (`price_dropped` takes them).
+    pub fn check_price_count(&self, mu: &[f64]) -> Result<(), GraphError> {
+        check_length(GraphInput::Prices, mu.len(), self.num_edges())
+    }
+
+    /// Checks a finite, non-negative price per full-graph edge, as the shortest paths take.
+    pub fn check_prices(&self, mu: &[f64]) -> Result<(), GraphError> {
+        self.check_price_count(mu)?;
+        if mu.iter().any(|&m| !(m >= 0.0) || m.is_infinite()) {
+            return Err(GraphError::Prices);
+        }
+        Ok(())
     }
 
     /// Builds the reduced LP over the colours with `candidate[colour]` set.
@@ -401,183 +505,4 @@ impl TokenGraph {
         }
         mu
     }
-}
-
-/// Python view of the tokenisation graph; see `polytok.lp.graph`.
-#[pyclass(name = "TokenGraph", module = "polytok._core")]
-pub struct PyTokenGraph {
-    pub(crate) inner: TokenGraph,
-}
-
-fn check_len(name: &str, got: usize, want: usize) -> PyResult<()> {
-    if got != want {
-        return Err(PyValueError::new_err(format!("{name} has {got} entries, expected {want}")));
-    }
-    Ok(())
-}
-
-#[pymethods]
-impl PyTokenGraph {
-    /// Builds the full graph of counted pre-tokens (`data`, `offsets`, `counts` as in
-    /// WordCounts); `max_token_bytes` caps token edges (0: no cap).
-    #[new]
-    #[pyo3(signature = (data, offsets, counts, max_token_bytes=0))]
-    fn new(
-        py: Python<'_>,
-        data: Vec<u8>,
-        offsets: PyReadonlyArray1<'_, i64>,
-        counts: PyReadonlyArray1<'_, u64>,
-        max_token_bytes: usize,
-    ) -> PyResult<Self> {
-        let offsets = offsets.as_slice()?;
-        let counts = counts.as_slice()?.to_vec();
-        check_len("offsets", offsets.len(), counts.len() + 1)?;
-        let mut previous = 0i64;
-        for &o in offsets {
-            if o < previous || o as usize > data.len() {
-                return Err(PyValueError::new_err("offsets must rise from 0 to len(data)"));
-            }
-            previous = o;
-        }
-        let offsets: Vec<usize> = offsets.iter().map(|&o| o as usize).collect();
-        let max_len = if max_token_bytes == 0 { usize::MAX } else { max_token_bytes };
-        let inner = py.detach(|| TokenGraph::new(data, offsets, counts, max_len));
-        Ok(PyTokenGraph { inner })
-    }
-
-    #[getter]
-    fn num_edges(&self) -> usize {
-        self.inner.edge_colour.len()
-    }
-
-    #[getter]
-    fn num_colours(&self) -> usize {
-        self.inner.colour_start.len()
-    }
-
-    /// Colour of every full-graph edge (uint32).
-    fn edge_colours<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u32>> {
-        PyArray1::from_slice(py, &self.inner.edge_colour)
-    }
-
-    /// Length in bytes of every colour (uint32).
-    fn colour_lengths<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u32>> {
-        PyArray1::from_slice(py, &self.inner.colour_len)
-    }
-
-    /// Weighted frequency of every colour: the sum of counts over its occurrences (uint64).
-    fn colour_frequencies<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u64>> {
-        PyArray1::from_slice(py, &self.inner.colour_frequency)
-    }
-
-    /// The bytes of the given colours.
-    fn colour_bytes<'py>(&self, py: Python<'py>, ids: Vec<u32>) -> PyResult<Vec<Bound<'py, PyBytes>>> {
-        let g = &self.inner;
-        ids.into_iter()
-            .map(|t| {
-                let t = t as usize;
-                if t >= g.colour_start.len() {
-                    return Err(PyValueError::new_err(format!("colour {t} out of range")));
-                }
-                let a = g.colour_start[t];
-                Ok(PyBytes::new(py, &g.data[a..a + g.colour_len[t] as usize]))
-            })
-            .collect()
-    }
-
-    /// Builds the reduced LP over the colours flagged in `candidate` (bool per colour) and
-    /// returns its flat arrays in a dict.
-    fn reduced_lp<'py>(
-        &mut self,
-        py: Python<'py>,
-        candidate: PyReadonlyArray1<'_, bool>,
-    ) -> PyResult<Bound<'py, PyDict>> {
-        let candidate = candidate.as_slice()?.to_vec();
-        check_len("candidate", candidate.len(), self.inner.colour_start.len())?;
-        let inner = &mut self.inner;
-        let lp = py.detach(|| inner.reduced_lp(&candidate));
-        let out = PyDict::new(py);
-        out.set_item("constant", lp.constant)?;
-        out.set_item("segment_weight", lp.segment_weight.into_pyarray(py))?;
-        out.set_item("node_supply", lp.node_supply.into_pyarray(py))?;
-        out.set_item("free_tail", lp.free_tail.into_pyarray(py))?;
-        out.set_item("free_head", lp.free_head.into_pyarray(py))?;
-        out.set_item("free_cost", lp.free_cost.into_pyarray(py))?;
-        out.set_item("priced_tail", lp.priced_tail.into_pyarray(py))?;
-        out.set_item("priced_head", lp.priced_head.into_pyarray(py))?;
-        out.set_item("priced_cost", lp.priced_cost.into_pyarray(py))?;
-        out.set_item("priced_colour", lp.priced_colour.into_pyarray(py))?;
-        out.set_item("lp_colours", lp.lp_colours.into_pyarray(py))?;
-        Ok(out)
-    }
-
-    /// Full-graph edge prices from reduced-LP edge prices (see `TokenGraph::prices_from_lp`).
-    fn prices_from_lp<'py>(
-        &self,
-        py: Python<'py>,
-        lp_mu: PyReadonlyArray1<'_, f64>,
-    ) -> PyResult<Bound<'py, PyArray1<f64>>> {
-        let lp_mu = lp_mu.as_slice()?;
-        check_len("lp prices", lp_mu.len(), self.inner.lp_edge_weight.len())?;
-        let inner = &self.inner;
-        Ok(py.detach(|| inner.prices_from_lp(lp_mu)).into_pyarray(py))
-    }
-
-    /// Prices the edges dropped from the reduced LP out of every shortest path.
-    fn price_dropped<'py>(
-        &self,
-        py: Python<'py>,
-        mu: PyReadonlyArray1<'_, f64>,
-    ) -> PyResult<Bound<'py, PyArray1<f64>>> {
-        let mu = mu.as_slice()?;
-        check_len("prices", mu.len(), self.inner.edge_colour.len())?;
-        let inner = &self.inner;
-        Ok(py.detach(|| inner.price_dropped(mu)).into_pyarray(py))
-    }
-
-    /// (sum over pre-tokens of the shortest path at costs n_w + mu_e, uint8 mark per edge on
-    /// the chosen paths).
-    fn shortest_paths<'py>(
-        &self,
-        py: Python<'py>,
-        mu: PyReadonlyArray1<'_, f64>,
-    ) -> PyResult<(f64, Bound<'py, PyArray1<u8>>)> {
-        let mu = mu.as_slice()?;
-        check_len("prices", mu.len(), self.inner.edge_colour.len())?;
-        if mu.iter().any(|&m| !(m >= 0.0) || m.is_infinite()) {
-            return Err(PyValueError::new_err("prices must be finite and >= 0"));
-        }
-        let inner = &self.inner;
-        let (total, on_path) = py.detach(|| inner.shortest_paths(mu));
-        Ok((total, on_path.into_pyarray(py)))
-    }
-
-    /// (smoothed sum, hard sum, marginals) of `TokenGraph::soft_paths` at prices mu.
-    fn soft_paths<'py>(
-        &self,
-        py: Python<'py>,
-        mu: PyReadonlyArray1<'_, f64>,
-        tau: f64,
-    ) -> PyResult<(f64, f64, Bound<'py, PyArray1<f64>>)> {
-        let mu = mu.as_slice()?;
-        check_len("prices", mu.len(), self.inner.edge_colour.len())?;
-        if !(tau > 0.0) || tau.is_infinite() {
-            return Err(PyValueError::new_err(format!("tau must be finite and > 0, got {tau}")));
-        }
-        if mu.iter().any(|&m| !(m >= 0.0) || m.is_infinite()) {
-            return Err(PyValueError::new_err("prices must be finite and >= 0"));
-        }
-        let inner = &self.inner;
-        let mut marginals = vec![0.0; mu.len()];
-        let (soft, hard) = py.detach(|| inner.soft_paths(mu, tau, &mut marginals));
-        Ok((soft, hard, marginals.into_pyarray(py)))
-    }
-}
-
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PyTokenGraph>()?;
-    // The shortest-path segmenter is registered here so that src/segment/mod.rs (shared) only
-    // gains its `mod` line.
-    crate::segment::shortest_path::register(m)?;
-    Ok(())
 }

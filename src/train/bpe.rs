@@ -29,12 +29,10 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::ops::ControlFlow;
 
-use numpy::ndarray::Array2;
-use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1};
-use pyo3::exceptions::PyValueError;
-use pyo3::prelude::*;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
+
+use crate::count::PreTokenCounts;
 
 /// An adjacent pair of token ids packed as `left << 32 | right`, so that the natural order of
 /// the integer is the (left, right) order of the tie-break.
@@ -46,6 +44,15 @@ fn pack(left: u32, right: u32) -> Pair {
 
 fn unpack(pair: Pair) -> (u32, u32) {
     ((pair >> 32) as u32, pair as u32)
+}
+
+/// Why training could not start.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum BpeError {
+    /// More merges asked for than token ids exist (ids are u32, the first 256 are bytes).
+    TooManyMerges { num_merges: usize },
+    /// More than 2^32 - 1 pre-tokens, or one of 2^32 bytes or more.
+    TooLarge,
 }
 
 /// What training produced: merge k made token 256 + k from `merges[k]`, chosen with `counts[k]`.
@@ -72,42 +79,20 @@ struct Words {
 }
 
 impl Words {
-    fn new(data: &[u8], offsets: &[i64], counts: &[u64]) -> Result<Self, String> {
-        if offsets.len() != counts.len() + 1 {
-            return Err(format!(
-                "offsets must have one more entry than counts, got {} offsets for {} counts",
-                offsets.len(),
-                counts.len()
-            ));
-        }
-        if offsets[0] != 0 || offsets[offsets.len() - 1] != data.len() as i64 {
-            return Err(format!(
-                "offsets must start at 0 and end at the data length {}, got {} and {}",
-                data.len(),
-                offsets[0],
-                offsets[offsets.len() - 1]
-            ));
-        }
-        if let Some(i) = offsets.windows(2).position(|w| w[0] > w[1]) {
-            return Err(format!(
-                "offsets must not decrease, but offsets[{}] > offsets[{}]",
-                i,
-                i + 1
-            ));
-        }
+    fn new(counts: &PreTokenCounts) -> Result<Self, BpeError> {
         let mut words = Words {
             symbols: Vec::new(),
             starts: Vec::new(),
             lengths: Vec::new(),
             counts: Vec::new(),
         };
-        for (i, &count) in counts.iter().enumerate() {
-            let word = &data[offsets[i] as usize..offsets[i + 1] as usize];
+        for (i, &count) in counts.counts().iter().enumerate() {
+            let word = counts.word(i);
             if word.len() < 2 || count == 0 {
                 continue;
             }
             if word.len() > u32::MAX as usize || words.counts.len() == u32::MAX as usize {
-                return Err("more than 2^32 - 1 words, or a word of 2^32 bytes or more".into());
+                return Err(BpeError::TooLarge);
             }
             words.starts.push(words.symbols.len());
             words.lengths.push(word.len() as u32);
@@ -228,29 +213,25 @@ pub struct Options {
     pub progress_every: usize,
 }
 
-/// Learns merges from unique pre-tokens (`data` cut at `offsets`) with their `counts`.
+/// Learns merges from counted pre-tokens.
 /// `progress` is called with the number of merges done every `progress_every` merges and once
 /// more at the end if that number was not just reported; returning `Break` stops training (the
 /// merges so far are returned). `pool` runs the parallel part (the global pool if None).
 pub fn train(
-    data: &[u8],
-    offsets: &[i64],
-    counts: &[u64],
+    counts: &PreTokenCounts,
     options: &Options,
     pool: Option<&rayon::ThreadPool>,
     progress: &mut dyn FnMut(usize) -> ControlFlow<()>,
-) -> Result<Trained, String> {
+) -> Result<Trained, BpeError> {
     let Options {
         num_merges,
         min_frequency,
         progress_every,
     } = *options;
     if num_merges > (u32::MAX - 256) as usize {
-        return Err(format!(
-            "num_merges must be below 2^32 - 256, got {num_merges}"
-        ));
+        return Err(BpeError::TooManyMerges { num_merges });
     }
-    let mut words = Words::new(data, offsets, counts)?;
+    let mut words = Words::new(counts)?;
     let mut stats = match pool {
         Some(pool) => pool.install(|| count_pairs(&words)),
         None => count_pairs(&words),
@@ -322,75 +303,4 @@ pub fn train(
         let _ = progress(trained.merges.len());
     }
     Ok(trained)
-}
-
-/// Python entry point: see `python/polytok/trainers/bpe.py`. Returns the merges as an (n, 2)
-/// uint32 array and the count each merge was chosen with. The GIL is released while training;
-/// `progress(done)` is called with it held, and an exception it raises stops training and is
-/// re-raised here (Ctrl-C works, as the merge loop runs on the calling thread).
-#[pyfunction]
-#[pyo3(signature = (data, offsets, counts, num_merges, min_frequency=1, num_threads=None, progress=None, progress_every=256))]
-#[allow(clippy::too_many_arguments, clippy::type_complexity)]
-fn bpe_train<'py>(
-    py: Python<'py>,
-    data: &[u8],
-    offsets: PyReadonlyArray1<'py, i64>,
-    counts: PyReadonlyArray1<'py, u64>,
-    num_merges: usize,
-    min_frequency: u64,
-    num_threads: Option<usize>,
-    progress: Option<Py<PyAny>>,
-    progress_every: usize,
-) -> PyResult<(Bound<'py, PyArray2<u32>>, Bound<'py, PyArray1<u64>>)> {
-    let offsets = offsets.as_slice()?;
-    let counts = counts.as_slice()?;
-    let pool = match num_threads {
-        Some(n) => Some(
-            rayon::ThreadPoolBuilder::new()
-                .num_threads(n.max(1))
-                .build()
-                .map_err(|e| PyValueError::new_err(e.to_string()))?,
-        ),
-        None => None,
-    };
-    let mut callback_error: Option<PyErr> = None;
-    let result = py.detach(|| {
-        let mut report = |done: usize| -> ControlFlow<()> {
-            Python::attach(|py| {
-                let outcome = match &progress {
-                    Some(callback) => callback.call1(py, (done,)).map(|_| ()),
-                    None => Ok(()),
-                };
-                match outcome.and_then(|()| py.check_signals()) {
-                    Ok(()) => ControlFlow::Continue(()),
-                    Err(error) => {
-                        callback_error = Some(error);
-                        ControlFlow::Break(())
-                    }
-                }
-            })
-        };
-        let options = Options {
-            num_merges,
-            min_frequency,
-            progress_every,
-        };
-        train(data, offsets, counts, &options, pool.as_ref(), &mut report)
-    });
-    if let Some(error) = callback_error {
-        return Err(error);
-    }
-    let trained = result.map_err(PyValueError::new_err)?;
-    let flat: Vec<u32> = trained.merges.iter().flat_map(|&(l, r)| [l, r]).collect();
-    let merges =
-        Array2::from_shape_vec((trained.merges.len(), 2), flat).expect("two ids per merge");
-    Ok((
-        merges.into_pyarray(py),
-        PyArray1::from_vec(py, trained.counts),
-    ))
-}
-
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(bpe_train, m)?)?;
-    Ok(())
 }

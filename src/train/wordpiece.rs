@@ -18,13 +18,9 @@
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
 
-use numpy::PyReadonlyArray1;
-use pyo3::exceptions::PyValueError;
-use pyo3::prelude::*;
-use pyo3::types::PyBytes;
 use rustc_hash::{FxHashMap, FxHashSet};
 
-use crate::segment::longest_match::LongestMatch;
+use crate::count::PreTokenCounts;
 
 type Pair = (u32, u32);
 
@@ -41,7 +37,9 @@ impl Candidate {
     /// Compares pair_count / (left_count · right_count) exactly; the smaller pair wins a tie.
     fn compare(&self, other: &Self) -> Ordering {
         let product = |x: u64, y: u64, z: u64| {
-            (x as u128).checked_mul(y as u128).and_then(|v| v.checked_mul(z as u128))
+            (x as u128)
+                .checked_mul(y as u128)
+                .and_then(|v| v.checked_mul(z as u128))
         };
         let ours = product(self.pair_count, other.left_count, other.right_count);
         let theirs = product(other.pair_count, self.left_count, self.right_count);
@@ -110,7 +108,11 @@ impl<'m> Trainer<'m> {
             partners: Vec::new(),
             heap: BinaryHeap::new(),
         };
-        let roles: &[bool] = if marker.is_some() { &[false, true] } else { &[false] };
+        let roles: &[bool] = if marker.is_some() {
+            &[false, true]
+        } else {
+            &[false]
+        };
         for &is_continuation in roles {
             for byte in 0..=255u8 {
                 trainer.add_token(vec![byte], is_continuation);
@@ -124,7 +126,13 @@ impl<'m> Trainer<'m> {
             let symbols: Vec<u32> = word
                 .iter()
                 .enumerate()
-                .map(|(i, &b)| if i == 0 { b as u32 } else { continuation_base + b as u32 })
+                .map(|(i, &b)| {
+                    if i == 0 {
+                        b as u32
+                    } else {
+                        continuation_base + b as u32
+                    }
+                })
                 .collect();
             for &symbol in &symbols {
                 trainer.symbol_count[symbol as usize] += count;
@@ -162,7 +170,9 @@ impl<'m> Trainer<'m> {
 
     /// False when merging would give a word-initial token that reads as a continuation.
     fn allowed(&self, (left, right): Pair) -> bool {
-        let Some(marker) = self.marker else { return true };
+        let Some(marker) = self.marker else {
+            return true;
+        };
         if self.continuation[left as usize] {
             return true;
         }
@@ -187,7 +197,10 @@ impl<'m> Trainer<'m> {
     fn rebuild_heap(&mut self) {
         let mut pairs: Vec<Pair> = self.pair_count.keys().copied().collect();
         pairs.sort_unstable();
-        let candidates: Vec<Candidate> = pairs.into_iter().filter_map(|p| self.candidate(p)).collect();
+        let candidates: Vec<Candidate> = pairs
+            .into_iter()
+            .filter_map(|p| self.candidate(p))
+            .collect();
         self.heap = BinaryHeap::from(candidates);
     }
 
@@ -284,22 +297,24 @@ impl<'m> Trainer<'m> {
     }
 }
 
-/// Learns up to `budget` new tokens from weighted pre-tokens (see the module comment); only
-/// pairs that occur at least `min_frequency` times are merged.
+/// Learns up to `budget` new tokens from counted pre-tokens (see the module comment); only
+/// pairs that occur at least `min_frequency` times are merged. `report` is called with the
+/// number of tokens learned every 256 tokens.
 pub fn train(
-    words: &[&[u8]],
-    counts: &[u64],
+    counts: &PreTokenCounts,
     budget: usize,
     marker: Option<&[u8]>,
     min_frequency: u64,
     report: &mut dyn FnMut(usize),
 ) -> WordPieceTraining {
     let marker = marker.filter(|m| !m.is_empty());
-    let mut trainer = Trainer::new(words, counts, marker, min_frequency);
+    let mut trainer = Trainer::new(&counts.words(), counts.counts(), marker, min_frequency);
     let mut learned = 0;
     let mut merges = Vec::new();
     while learned < budget {
-        let Some(best) = trainer.pop_best() else { break };
+        let Some(best) = trainer.pop_best() else {
+            break;
+        };
         let (left, right) = best.pair;
         let mut bytes = trainer.tokens[left as usize].clone();
         bytes.extend_from_slice(&trainer.tokens[right as usize]);
@@ -321,79 +336,12 @@ pub fn train(
         .tokens
         .iter()
         .zip(&trainer.continuation)
-        .map(|(bytes, &is_continuation)| match (is_continuation, marker) {
-            (true, Some(m)) => [m, &bytes[..]].concat(),
-            _ => bytes.clone(),
-        })
+        .map(
+            |(bytes, &is_continuation)| match (is_continuation, marker) {
+                (true, Some(m)) => [m, &bytes[..]].concat(),
+                _ => bytes.clone(),
+            },
+        )
         .collect();
     WordPieceTraining { vocab, merges }
-}
-
-/// The pre-tokens of a `WordCounts` (flat data, offsets, counts) as slices, checked.
-pub(crate) fn word_slices<'a>(data: &'a [u8], offsets: &[i64], counts: &[u64]) -> PyResult<Vec<&'a [u8]>> {
-    if offsets.len() != counts.len() + 1 {
-        return Err(PyValueError::new_err(format!(
-            "WordCounts has {} offsets for {} counts, expected counts + 1",
-            offsets.len(),
-            counts.len()
-        )));
-    }
-    let mut words = Vec::with_capacity(counts.len());
-    for (i, bounds) in offsets.windows(2).enumerate() {
-        let (start, end) = (bounds[0], bounds[1]);
-        if start < 0 || end < start || end as usize > data.len() {
-            return Err(PyValueError::new_err(format!(
-                "WordCounts offsets[{i}..{}] = {start}..{end} out of order or beyond the {} data bytes",
-                i + 1,
-                data.len()
-            )));
-        }
-        words.push(&data[start as usize..end as usize]);
-    }
-    Ok(words)
-}
-
-#[pyfunction]
-#[pyo3(name = "train_wordpiece", signature = (data, offsets, counts, budget, continuation_marker=None, min_frequency=1, progress=None))]
-fn py_train_wordpiece<'py>(
-    py: Python<'py>,
-    data: &[u8],
-    offsets: PyReadonlyArray1<'py, i64>,
-    counts: PyReadonlyArray1<'py, u64>,
-    budget: usize,
-    continuation_marker: Option<Vec<u8>>,
-    min_frequency: u64,
-    progress: Option<Py<PyAny>>,
-) -> PyResult<(Vec<Bound<'py, PyBytes>>, Vec<(u32, u32, u32)>)> {
-    let (offsets, counts) = (offsets.as_slice()?, counts.as_slice()?);
-    let words = word_slices(data, offsets, counts)?;
-    let mut report = crate::progress::reporter(&progress);
-    let training =
-        py.detach(|| train(&words, counts, budget, continuation_marker.as_deref(), min_frequency, &mut report));
-    let vocab = training.vocab.iter().map(|t| PyBytes::new(py, t)).collect();
-    Ok((vocab, training.merges))
-}
-
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(py_train_wordpiece, m)?)?;
-    Ok(())
-}
-
-#[pymethods]
-impl crate::segment::encoder::Encoder {
-    /// A WordPiece encoder: greedy longest match; `vocab` holds spellings, continuation tokens
-    /// with the marker in front. Decoding uses the bytes with the marker stripped.
-    #[staticmethod]
-    #[pyo3(signature = (pattern, vocab, continuation_marker, special_tokens))]
-    fn longest_match(
-        pattern: Option<&str>,
-        vocab: Vec<Vec<u8>>,
-        continuation_marker: Option<Vec<u8>>,
-        special_tokens: Vec<(Vec<u8>, u32)>,
-    ) -> PyResult<Self> {
-        let marker = continuation_marker.filter(|marker| !marker.is_empty());
-        let segmenter = LongestMatch::new(&vocab, marker.as_deref()).map_err(PyValueError::new_err)?;
-        let decoded = segmenter.decode_table().to_vec();
-        Ok(Self::from_parts(pattern, Box::new(segmenter), decoded, special_tokens)?)
-    }
 }

@@ -14,21 +14,30 @@
 //! kept: that value, re-evaluated with a rounding margin in Python, is the certified bound.
 //! All sums run in a fixed order (the soft paths in fixed blocks, the L-BFGS vector work in
 //! fixed chunks), so the result does not depend on the thread count.
-use numpy::{IntoPyArray, PyArray1};
-use pyo3::exceptions::PyValueError;
-use pyo3::prelude::*;
 use rayon::prelude::*;
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use crate::graph::{PyTokenGraph, TokenGraph};
-use crate::soft::exp_neg;
+use crate::lp::graph::{check_temperature, GraphError, TokenGraph};
+use crate::lp::soft_paths::exp_neg;
 
 /// The window (in iterations) over which a stage's extension measures the bound's rise.
 const WINDOW: usize = 10;
 
+/// Why a dual ascent cannot start or run a stage.
+#[derive(Clone, Debug, PartialEq)]
+pub enum DualError {
+    /// The colour temperature ratio must be finite and positive.
+    ColourTauRatio(f64),
+    /// A stage's path temperature is not finite and positive (the graph's check).
+    Graph(GraphError),
+    /// The minimum relative gain that extends a stage must be non-negative.
+    Gain(f64),
+    /// The stage was given another graph than the one the ascent started on.
+    OtherGraph,
+}
+
 /// State of a dual ascent: variables, the best exact bound so far, scratch space.
-#[pyclass(name = "DualAscent", module = "polytok._core")]
 pub struct DualAscent {
     budget: usize,
     colour_tau_ratio: f64,
@@ -388,6 +397,139 @@ impl DualAscent {
     }
 }
 
+impl DualAscent {
+    /// Starts at mu = 0, lambda = 0 for a budget of K tokens on `graph`; the colour temperature
+    /// of a stage is `colour_tau_ratio` x its path temperature (in tokens) x the price scale.
+    pub fn new(g: &TokenGraph, budget: usize, colour_tau_ratio: f64) -> Result<Self, DualError> {
+        if !(colour_tau_ratio > 0.0) || colour_tau_ratio.is_infinite() {
+            return Err(DualError::ColourTauRatio(colour_tau_ratio));
+        }
+        let edges = g.edge_colour.len();
+        let mut per_colour = vec![0u32; g.colour_len.len()];
+        for &t in &g.edge_colour {
+            per_colour[t as usize] += 1;
+        }
+        let shared_colours = (0..per_colour.len() as u32)
+            .filter(|&t| per_colour[t as usize] > 1)
+            .collect();
+        let tied_edges = (0..edges)
+            .filter(|&e| per_colour[g.edge_colour[e] as usize] == 1)
+            .collect();
+        let free: Vec<usize> = (0..edges)
+            .filter(|&e| per_colour[g.edge_colour[e] as usize] > 1)
+            .collect();
+        let variables = free.len() + 1;
+        let free_colour = free.iter().map(|&e| g.edge_colour[e]).collect();
+        let mut frequencies: Vec<u64> = g.colour_frequency.clone();
+        let price_scale = if budget == 0 || frequencies.is_empty() {
+            1.0
+        } else {
+            let split = frequencies.len() - budget.min(frequencies.len());
+            (*frequencies.select_nth_unstable(split).1 as f64 / 4.0).max(1.0)
+        };
+        // A colour's price total M_t can only approach lambda if it is frequent; a rare colour
+        // smoothed at the full temperature would still count sigmoid(-lambda / colour_tau) of a
+        // token, and the many rare colours together would push lambda up by about
+        // colour_tau x ln(#colours / K) (at 5 MB and K=1024 about twice its optimum).
+        let colour_scale = g
+            .colour_frequency
+            .iter()
+            .map(|&f| (f as f64 / 4.0 / price_scale).min(1.0))
+            .collect();
+        Ok(DualAscent {
+            colour_scale,
+            tied_edges,
+            free,
+            free_colour,
+            shared_colours,
+            budget,
+            colour_tau_ratio,
+            price_scale,
+            point: vec![0.0; variables],
+            best_point: vec![0.0; variables],
+            best_value: f64::NEG_INFINITY,
+            evaluations: 0,
+            colour_values: vec![0.0; g.colour_len.len()],
+            marginals: vec![0.0; edges],
+            prices: Vec::new(),
+            totals: vec![0.0; g.colour_len.len()],
+        })
+    }
+
+    /// Runs one stage of `iterations` L-BFGS steps at path temperature `tau` on the graph the
+    /// ascent started on, then up to `extend` more while the best exact bound rose by more than
+    /// `gain` of itself over the last 10 (keeping `memory` curvature pairs, at least 1); stops
+    /// early at `deadline`. Returns the steps run.
+    #[allow(clippy::too_many_arguments)]
+    pub fn stage(
+        &mut self,
+        graph: &TokenGraph,
+        tau: f64,
+        iterations: usize,
+        memory: usize,
+        deadline: Option<Instant>,
+        extend: usize,
+        gain: f64,
+    ) -> Result<usize, DualError> {
+        check_temperature(tau).map_err(DualError::Graph)?;
+        if graph.edge_colour.len() != self.marginals.len() {
+            return Err(DualError::OtherGraph);
+        }
+        if !(gain >= 0.0) {
+            return Err(DualError::Gain(gain));
+        }
+        Ok(self.run_stage(
+            graph,
+            tau,
+            iterations,
+            extend,
+            gain,
+            memory.max(1),
+            deadline,
+        ))
+    }
+
+    /// Best exact L(mu) seen (not yet lowered by a rounding margin).
+    pub fn best_value(&self) -> f64 {
+        self.best_value
+    }
+
+    /// Number of variables: the prices of the edges not tied to lambda, and lambda.
+    pub fn variables(&self) -> usize {
+        self.point.len()
+    }
+
+    /// Evaluations of the smoothed function (and of the exact bound) so far.
+    pub fn evaluations(&self) -> usize {
+        self.evaluations
+    }
+
+    /// Edge prices mu of the best exact value (tied edges at their lambda).
+    pub fn best_prices(&self) -> Vec<f64> {
+        let mut out = Vec::new();
+        self.prices_of(&self.best_point, &mut out);
+        out
+    }
+
+    /// The current prices mu (tied edges at lambda).
+    pub fn prices(&self) -> Vec<f64> {
+        let mut out = Vec::new();
+        self.prices_of(&self.point, &mut out);
+        out
+    }
+
+    /// Colour values c_t of the smoothed problem at the current point (a primal estimate:
+    /// sigmoid((M_t - lambda) / colour_tau), or the edge's marginal for single-edge colours).
+    pub fn colour_values(&self) -> &[f64] {
+        &self.colour_values
+    }
+
+    /// The current budget price lambda.
+    pub fn budget_price(&self) -> f64 {
+        self.point[self.point.len() - 1]
+    }
+}
+
 /// The sum of the `k` largest entries (all of them when there are at most k); reorders `values`.
 fn top_sum(values: &mut [f64], k: usize) -> f64 {
     if k == 0 {
@@ -461,156 +603,4 @@ fn axpy_dot_chunk(alpha: f64, x: &[f32], d: &mut [f64], next: &[f32]) -> f64 {
         tail += f64::from(m) * *d;
     }
     lanes.iter().sum::<f64>() + tail
-}
-
-#[pymethods]
-impl DualAscent {
-    /// Starts at mu = 0, lambda = 0 for a budget of K tokens; the colour temperature of a
-    /// stage is `colour_tau_ratio` x its path temperature (in tokens) x the price scale.
-    #[new]
-    #[pyo3(signature = (graph, budget, colour_tau_ratio=1.0))]
-    fn new(graph: PyRef<'_, PyTokenGraph>, budget: usize, colour_tau_ratio: f64) -> PyResult<Self> {
-        if !(colour_tau_ratio > 0.0) || colour_tau_ratio.is_infinite() {
-            return Err(PyValueError::new_err(format!(
-                "colour_tau_ratio must be > 0, got {colour_tau_ratio}"
-            )));
-        }
-        let g = &graph.inner;
-        let edges = g.edge_colour.len();
-        let mut per_colour = vec![0u32; g.colour_len.len()];
-        for &t in &g.edge_colour {
-            per_colour[t as usize] += 1;
-        }
-        let shared_colours = (0..per_colour.len() as u32)
-            .filter(|&t| per_colour[t as usize] > 1)
-            .collect();
-        let tied_edges = (0..edges)
-            .filter(|&e| per_colour[g.edge_colour[e] as usize] == 1)
-            .collect();
-        let free: Vec<usize> = (0..edges)
-            .filter(|&e| per_colour[g.edge_colour[e] as usize] > 1)
-            .collect();
-        let variables = free.len() + 1;
-        let free_colour = free.iter().map(|&e| g.edge_colour[e]).collect();
-        let mut frequencies: Vec<u64> = g.colour_frequency.clone();
-        let price_scale = if budget == 0 || frequencies.is_empty() {
-            1.0
-        } else {
-            let split = frequencies.len() - budget.min(frequencies.len());
-            (*frequencies.select_nth_unstable(split).1 as f64 / 4.0).max(1.0)
-        };
-        // A colour's price total M_t can only approach lambda if it is frequent; a rare colour
-        // smoothed at the full temperature would still count sigmoid(-lambda / colour_tau) of a
-        // token, and the many rare colours together would push lambda up by about
-        // colour_tau x ln(#colours / K) (at 5 MB and K=1024 about twice its optimum).
-        let colour_scale = g
-            .colour_frequency
-            .iter()
-            .map(|&f| (f as f64 / 4.0 / price_scale).min(1.0))
-            .collect();
-        Ok(DualAscent {
-            colour_scale,
-            tied_edges,
-            free,
-            free_colour,
-            shared_colours,
-            budget,
-            colour_tau_ratio,
-            price_scale,
-            point: vec![0.0; variables],
-            best_point: vec![0.0; variables],
-            best_value: f64::NEG_INFINITY,
-            evaluations: 0,
-            colour_values: vec![0.0; g.colour_len.len()],
-            marginals: vec![0.0; edges],
-            prices: Vec::new(),
-            totals: vec![0.0; g.colour_len.len()],
-        })
-    }
-
-    /// Runs one stage of `iterations` L-BFGS steps at path temperature `tau`, then up to
-    /// `extend` more while the best exact bound rose by more than `gain` of itself over the
-    /// last 10; stops early after `seconds` (None: no limit). Returns the steps run.
-    #[pyo3(signature = (graph, tau, iterations, memory=5, seconds=None, extend=0, gain=0.0))]
-    #[allow(clippy::too_many_arguments)]
-    fn stage(
-        &mut self,
-        py: Python<'_>,
-        graph: PyRef<'_, PyTokenGraph>,
-        tau: f64,
-        iterations: usize,
-        memory: usize,
-        seconds: Option<f64>,
-        extend: usize,
-        gain: f64,
-    ) -> PyResult<usize> {
-        if !(tau > 0.0) || tau.is_infinite() {
-            return Err(PyValueError::new_err(format!(
-                "tau must be finite and > 0, got {tau}"
-            )));
-        }
-        let g = &graph.inner;
-        if g.edge_colour.len() != self.marginals.len() {
-            return Err(PyValueError::new_err(
-                "this dual ascent was started on another graph",
-            ));
-        }
-        let deadline =
-            seconds.map(|s| Instant::now() + std::time::Duration::from_secs_f64(s.max(0.0)));
-        if !(gain >= 0.0) {
-            return Err(PyValueError::new_err(format!(
-                "gain must be >= 0, got {gain}"
-            )));
-        }
-        Ok(py.detach(|| self.run_stage(g, tau, iterations, extend, gain, memory.max(1), deadline)))
-    }
-
-    /// Best exact L(mu) seen (not yet lowered by a rounding margin).
-    #[getter]
-    fn best_value(&self) -> f64 {
-        self.best_value
-    }
-
-    /// Number of variables: the prices of the edges not tied to lambda, and lambda.
-    #[getter]
-    fn variables(&self) -> usize {
-        self.point.len()
-    }
-
-    /// Evaluations of the smoothed function (and of the exact bound) so far.
-    #[getter]
-    fn evaluations(&self) -> usize {
-        self.evaluations
-    }
-
-    /// Edge prices mu of the best exact value (tied edges at their lambda).
-    fn best_prices<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<f64>> {
-        let mut out = Vec::new();
-        self.prices_of(&self.best_point, &mut out);
-        out.into_pyarray(py)
-    }
-
-    /// The current prices mu (tied edges at lambda).
-    fn prices<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<f64>> {
-        let mut out = Vec::new();
-        self.prices_of(&self.point, &mut out);
-        out.into_pyarray(py)
-    }
-
-    /// Colour values c_t of the smoothed problem at the current point (a primal estimate:
-    /// sigmoid((M_t - lambda) / colour_tau), or the edge's marginal for single-edge colours).
-    fn colour_values<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<f64>> {
-        self.colour_values.clone().into_pyarray(py)
-    }
-
-    /// The current budget price lambda.
-    #[getter]
-    fn budget_price(&self) -> f64 {
-        self.point[self.point.len() - 1]
-    }
-}
-
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<DualAscent>()?;
-    Ok(())
 }

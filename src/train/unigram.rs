@@ -21,16 +21,12 @@ use std::cmp::Reverse;
 use std::collections::BinaryHeap;
 use std::sync::atomic::{AtomicU64, Ordering as AtomicOrdering};
 
-use numpy::PyReadonlyArray1;
-use pyo3::exceptions::PyValueError;
-use pyo3::prelude::*;
-use pyo3::types::PyBytes;
 use rayon::prelude::*;
 use rustc_hash::{FxHashMap, FxHashSet};
 
+use crate::count::PreTokenCounts;
 use crate::segment::longest_match::ByteTrie;
-use crate::segment::viterbi::{best_path, build_lattice, forward_backward, Edge, Viterbi};
-use crate::wordpiece::word_slices;
+use crate::segment::viterbi::{best_path, build_lattice, forward_backward, Edge};
 
 /// Expected counts are summed as integers in units of 2^-24 so that the sum does not depend on
 /// the order in which threads add.
@@ -39,6 +35,17 @@ const FIXED_POINT: f64 = (1u64 << 24) as f64;
 const EXPECTED_COUNT_THRESHOLD: f64 = 0.5;
 /// SentencePiece's score penalty for unknown symbols, used for bytes the model leaves unused.
 const UNUSED_BYTE_PENALTY: f64 = 10.0;
+
+/// Why training or EM could not run.
+#[derive(Clone, Debug, PartialEq)]
+pub enum UnigramError {
+    /// The shrinking factor must lie in (0, 1), or pruning would never end.
+    ShrinkingFactor(f64),
+    /// EM's pieces must start with the 256 single bytes in byte order.
+    BytesFirst,
+    /// The numbers of pieces and of scores differ.
+    ScoreCount { pieces: usize, scores: usize },
+}
 
 pub struct UnigramOptions {
     pub seed_size: usize,
@@ -80,7 +87,11 @@ fn digamma(mut x: f64) -> f64 {
 }
 
 /// Seed pieces with their weights: bytes (ids 0..255), characters, then frequent substrings.
-fn seed_pieces(words: &[&[u8]], counts: &[u64], options: &UnigramOptions) -> (Vec<Vec<u8>>, Vec<f64>) {
+fn seed_pieces(
+    words: &[&[u8]],
+    counts: &[u64],
+    options: &UnigramOptions,
+) -> (Vec<Vec<u8>>, Vec<f64>) {
     let max_length = options.max_piece_bytes.max(1);
     let mut byte_frequency = [0u64; 256];
     let mut characters: FxHashMap<Vec<u8>, u64> = FxHashMap::default();
@@ -92,7 +103,9 @@ fn seed_pieces(words: &[&[u8]], counts: &[u64], options: &UnigramOptions) -> (Ve
             for (start, character) in text.char_indices() {
                 let length = character.len_utf8();
                 if length > 1 && length <= max_length {
-                    *characters.entry(word[start..start + length].to_vec()).or_insert(0) += count;
+                    *characters
+                        .entry(word[start..start + length].to_vec())
+                        .or_insert(0) += count;
                 }
             }
         }
@@ -117,7 +130,13 @@ fn seed_pieces(words: &[&[u8]], counts: &[u64], options: &UnigramOptions) -> (Ve
     let common = |a: &[u8], b: &[u8]| a.iter().zip(b).take_while(|(x, y)| x == y).count();
     let lcp: Vec<usize> = (0..n)
         .into_par_iter()
-        .map(|i| if i == 0 { 0 } else { common(key(&suffixes[i - 1]), key(&suffixes[i])) })
+        .map(|i| {
+            if i == 0 {
+                0
+            } else {
+                common(key(&suffixes[i - 1]), key(&suffixes[i]))
+            }
+        })
         .collect();
     let mut weight_prefix = Vec::with_capacity(n + 1);
     weight_prefix.push(0u64);
@@ -134,7 +153,10 @@ fn seed_pieces(words: &[&[u8]], counts: &[u64], options: &UnigramOptions) -> (Ve
         let start = position as usize;
         // The longest prefix of the node's string that ends on a character boundary.
         let mut length = depth;
-        while length > 0 && start + length < word.len() && is_continuation_byte(word[start + length]) {
+        while length > 0
+            && start + length < word.len()
+            && is_continuation_byte(word[start + length])
+        {
             length -= 1;
         }
         if length <= parent_depth || length < 2 || frequency < 2 {
@@ -166,7 +188,12 @@ fn seed_pieces(words: &[&[u8]], counts: &[u64], options: &UnigramOptions) -> (Ve
             while current < stack.last().unwrap().0 {
                 let (depth, node_left) = stack.pop().unwrap();
                 let parent_depth = current.max(stack.last().unwrap().0);
-                offer(node_left, depth, parent_depth, weight_prefix[i] - weight_prefix[node_left]);
+                offer(
+                    node_left,
+                    depth,
+                    parent_depth,
+                    weight_prefix[i] - weight_prefix[node_left],
+                );
                 left = node_left;
             }
             if current > stack.last().unwrap().0 {
@@ -191,8 +218,10 @@ fn seed_pieces(words: &[&[u8]], counts: &[u64], options: &UnigramOptions) -> (Ve
         pieces.push(bytes);
         weights.push(frequency as f64);
     }
-    let mut substrings: Vec<(u64, Vec<u8>)> =
-        best.into_iter().map(|Reverse((score, Reverse(bytes)))| (score, bytes)).collect();
+    let mut substrings: Vec<(u64, Vec<u8>)> = best
+        .into_iter()
+        .map(|Reverse((score, Reverse(bytes)))| (score, bytes))
+        .collect();
     substrings.sort_unstable_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
     let mut seen: FxHashSet<Vec<u8>> = FxHashSet::default();
     for (score, bytes) in substrings {
@@ -230,7 +259,12 @@ struct LatticeChunk {
 }
 
 impl<'c> Model<'c> {
-    fn new(words: &'c [&'c [u8]], counts: &'c [u64], pieces: Vec<Vec<u8>>, scores: Vec<f64>) -> Self {
+    fn new(
+        words: &'c [&'c [u8]],
+        counts: &'c [u64],
+        pieces: Vec<Vec<u8>>,
+        scores: Vec<f64>,
+    ) -> Self {
         let mut trie = ByteTrie::new();
         let root = trie.add_root();
         // Substrings share prefixes, so the total length bounds the node count from above.
@@ -239,7 +273,16 @@ impl<'c> Model<'c> {
             trie.insert(root, piece, id as u32);
         }
         let alive = vec![true; pieces.len()];
-        let mut model = Model { words, counts, pieces, scores, alive, trie, root, lattices: Vec::new() };
+        let mut model = Model {
+            words,
+            counts,
+            pieces,
+            scores,
+            alive,
+            trie,
+            root,
+            lattices: Vec::new(),
+        };
         model.score_unused_bytes();
         model.build_lattices();
         model
@@ -254,7 +297,13 @@ impl<'c> Model<'c> {
                 let mut edges = Vec::new();
                 let mut bounds = vec![0];
                 for word in chunk {
-                    build_lattice(&self.trie, self.root, word, |t| live[t as usize], &mut edges);
+                    build_lattice(
+                        &self.trie,
+                        self.root,
+                        word,
+                        |t| live[t as usize],
+                        &mut edges,
+                    );
                     bounds.push(edges.len());
                 }
                 edges.shrink_to_fit();
@@ -289,12 +338,17 @@ impl<'c> Model<'c> {
 
     /// Scores with -inf for removed pieces, indexed by piece.
     fn live_scores(&self) -> Vec<f64> {
-        (0..self.pieces.len() as u32).map(|i| self.score(i)).collect()
+        (0..self.pieces.len() as u32)
+            .map(|i| self.score(i))
+            .collect()
     }
 
     /// Calls `f(word, count, edges)` for every pre-token, in parallel over fixed chunks, and
     /// returns the per-chunk sums of its results added in chunk order.
-    fn sum_over_lattices(&self, f: impl Fn(&[u8], u64, &[Edge], &mut (Vec<f64>, Vec<f64>)) -> f64 + Sync) -> f64 {
+    fn sum_over_lattices(
+        &self,
+        f: impl Fn(&[u8], u64, &[Edge], &mut (Vec<f64>, Vec<f64>)) -> f64 + Sync,
+    ) -> f64 {
         let sums: Vec<f64> = self
             .lattices
             .par_iter()
@@ -333,7 +387,11 @@ impl<'c> Model<'c> {
             .filter(|&i| self.alive[i] && self.scores[i].is_finite())
             .map(|i| self.scores[i])
             .fold(f64::INFINITY, f64::min);
-        let floor = if lowest.is_finite() { lowest - UNUSED_BYTE_PENALTY } else { -UNUSED_BYTE_PENALTY };
+        let floor = if lowest.is_finite() {
+            lowest - UNUSED_BYTE_PENALTY
+        } else {
+            -UNUSED_BYTE_PENALTY
+        };
         for byte in 0..256 {
             if !self.scores[byte].is_finite() {
                 self.scores[byte] = floor;
@@ -348,12 +406,23 @@ impl<'c> Model<'c> {
         let log_likelihood = self.sum_over_lattices(|word, count, edges, (forward, backward)| {
             let weight = count as f64 * FIXED_POINT;
             let score_of = |t: u32| live[t as usize];
-            let total = forward_backward(edges, word.len(), score_of, forward, backward, |token, p| {
-                expected[token as usize].fetch_add((p * weight).round() as u64, AtomicOrdering::Relaxed);
-            });
+            let total = forward_backward(
+                edges,
+                word.len(),
+                score_of,
+                forward,
+                backward,
+                |token, p| {
+                    expected[token as usize]
+                        .fetch_add((p * weight).round() as u64, AtomicOrdering::Relaxed);
+                },
+            );
             total * count as f64
         });
-        let expected = expected.into_iter().map(|e| e.into_inner() as f64 / FIXED_POINT).collect();
+        let expected = expected
+            .into_iter()
+            .map(|e| e.into_inner() as f64 / FIXED_POINT)
+            .collect();
         (expected, log_likelihood)
     }
 
@@ -361,7 +430,10 @@ impl<'c> Model<'c> {
     /// false, which never removes a piece and leaves unused ones at -inf).
     fn m_step(&mut self, expected: &[f64], bayesian: bool) {
         if !bayesian {
-            let total: f64 = (0..expected.len()).filter(|&i| self.alive[i]).map(|i| expected[i]).sum();
+            let total: f64 = (0..expected.len())
+                .filter(|&i| self.alive[i])
+                .map(|i| expected[i])
+                .sum();
             for i in 0..expected.len() {
                 if self.alive[i] {
                     self.scores[i] = (expected[i] / total).ln();
@@ -397,7 +469,9 @@ impl<'c> Model<'c> {
     /// Keeps the `target` pieces (bytes included) whose removal would cost the most likelihood.
     fn prune(&mut self, desired: usize, shrinking_factor: f64) {
         let live = self.live_scores();
-        let candidates: Vec<u32> = (256..self.pieces.len() as u32).filter(|&i| self.alive[i as usize]).collect();
+        let candidates: Vec<u32> = (256..self.pieces.len() as u32)
+            .filter(|&i| self.alive[i as usize])
+            .collect();
         // What replaces each piece if it goes: its best segmentation without itself. A piece that
         // this beats is not even used for its own text and goes regardless of its loss; a piece
         // with no alternative at all stays (SentencePiece's rules).
@@ -410,12 +484,20 @@ impl<'c> Model<'c> {
             .par_iter()
             .map_init(Vec::<Edge>::new, |edges, &id| {
                 let piece = &self.pieces[id as usize];
-                let without = |t: u32| if t == id { f64::NEG_INFINITY } else { live[t as usize] };
+                let without = |t: u32| {
+                    if t == id {
+                        f64::NEG_INFINITY
+                    } else {
+                        live[t as usize]
+                    }
+                };
                 edges.clear();
                 build_lattice(&self.trie, self.root, piece, without, edges);
                 match best_path(edges, piece.len(), without) {
                     None => Replacement::Irreplaceable,
-                    Some((score, _)) if score > self.scores[id as usize] => Replacement::NotItsOwnBest,
+                    Some((score, _)) if score > self.scores[id as usize] => {
+                        Replacement::NotItsOwnBest
+                    }
                     Some((_, tokens)) => Replacement::Alternative(tokens),
                 }
             })
@@ -429,7 +511,10 @@ impl<'c> Model<'c> {
             }
             0.0
         });
-        let frequency: Vec<f64> = frequency.into_iter().map(|f| f.into_inner() as f64).collect();
+        let frequency: Vec<f64> = frequency
+            .into_iter()
+            .map(|f| f.into_inner() as f64)
+            .collect();
         let total: f64 = frequency.iter().sum();
         let log_total = total.ln();
         let mut losses: Vec<(f64, u32)> = Vec::new();
@@ -448,8 +533,10 @@ impl<'c> Model<'c> {
             };
             let log_probability = f.ln() - log_total;
             let log_total_after = (total + f * (alternative.len() as f64 - 1.0)).ln();
-            let log_probability_after: f64 =
-                alternative.iter().map(|&a| (frequency[a as usize] + f).ln() - log_total_after).sum();
+            let log_probability_after: f64 = alternative
+                .iter()
+                .map(|&a| (frequency[a as usize] + f).ln() - log_total_after)
+                .sum();
             losses.push((f / total * (log_probability - log_probability_after), id));
         }
         losses.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
@@ -468,19 +555,25 @@ impl<'c> Model<'c> {
     }
 }
 
-/// Learns a Unigram vocabulary of the 256 bytes plus at most `budget` pieces.
-/// `report` is called after every EM round with the number of pieces still alive.
+/// Learns a Unigram vocabulary of the 256 bytes plus at most `budget` pieces, in parallel on
+/// the current rayon pool. `report` is called after every EM round with the number of pieces
+/// still alive.
 pub fn train(
-    words: &[&[u8]],
-    counts: &[u64],
+    counts: &PreTokenCounts,
     budget: usize,
     options: &UnigramOptions,
     report: &mut dyn FnMut(usize),
-) -> UnigramTraining {
-    let (pieces, weights) = seed_pieces(words, counts, options);
+) -> Result<UnigramTraining, UnigramError> {
+    let shrinking_factor = options.shrinking_factor;
+    if !(shrinking_factor > 0.0 && shrinking_factor < 1.0) {
+        return Err(UnigramError::ShrinkingFactor(shrinking_factor));
+    }
+    let words = counts.words();
+    let counts = counts.counts();
+    let (pieces, weights) = seed_pieces(&words, counts, options);
     let total: f64 = weights.iter().sum();
     let scores = weights.iter().map(|&w| (w / total).ln()).collect();
-    let mut model = Model::new(words, counts, pieces, scores);
+    let mut model = Model::new(&words, counts, pieces, scores);
     let desired = ((256 + budget) as f64 * 1.1) as usize;
     let mut history = Vec::new();
     loop {
@@ -488,7 +581,10 @@ pub fn train(
             let (expected, log_likelihood) = model.e_step();
             model.m_step(&expected, true);
             model.retain_alive_edges();
-            history.push(Round { pieces: model.alive_count(), log_likelihood });
+            history.push(Round {
+                pieces: model.alive_count(),
+                log_likelihood,
+            });
             report(model.alive_count());
         }
         if model.alive_count() <= desired {
@@ -496,107 +592,58 @@ pub fn train(
         }
         model.prune(desired, options.shrinking_factor);
     }
-    let mut chosen: Vec<usize> = (256..model.pieces.len()).filter(|&i| model.alive[i]).collect();
-    chosen.sort_by(|&a, &b| model.scores[b].total_cmp(&model.scores[a]).then_with(|| model.pieces[a].cmp(&model.pieces[b])));
+    let mut chosen: Vec<usize> = (256..model.pieces.len())
+        .filter(|&i| model.alive[i])
+        .collect();
+    chosen.sort_by(|&a, &b| {
+        model.scores[b]
+            .total_cmp(&model.scores[a])
+            .then_with(|| model.pieces[a].cmp(&model.pieces[b]))
+    });
     chosen.truncate(budget);
     let ids: Vec<usize> = (0..256).chain(chosen).collect();
-    UnigramTraining {
+    Ok(UnigramTraining {
         vocab: ids.iter().map(|&i| model.pieces[i].clone()).collect(),
         scores: ids.iter().map(|&i| model.scores[i]).collect(),
         history,
-    }
+    })
 }
 
-#[pyfunction]
-#[pyo3(name = "train_unigram", signature = (data, offsets, counts, budget, seed_size=1_000_000, max_piece_bytes=16, shrinking_factor=0.75, sub_iterations=2, num_threads=None, progress=None))]
-#[allow(clippy::too_many_arguments)]
-fn py_train_unigram<'py>(
-    py: Python<'py>,
-    data: &[u8],
-    offsets: PyReadonlyArray1<'py, i64>,
-    counts: PyReadonlyArray1<'py, u64>,
-    budget: usize,
-    seed_size: usize,
-    max_piece_bytes: usize,
-    shrinking_factor: f64,
-    sub_iterations: usize,
-    num_threads: Option<usize>,
-    progress: Option<Py<PyAny>>,
-) -> PyResult<(Vec<Bound<'py, PyBytes>>, Vec<f64>, Vec<(usize, f64)>)> {
-    if !(shrinking_factor > 0.0 && shrinking_factor < 1.0) {
-        return Err(PyValueError::new_err(format!("shrinking_factor is {shrinking_factor}, expected a number in (0, 1)")));
-    }
-    let (offsets, counts) = (offsets.as_slice()?, counts.as_slice()?);
-    let words = word_slices(data, offsets, counts)?;
-    let options = UnigramOptions { seed_size, max_piece_bytes, shrinking_factor, sub_iterations };
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(num_threads.unwrap_or(0))
-        .build()
-        .map_err(|e| PyValueError::new_err(format!("cannot start {num_threads:?} threads: {e}")))?;
-    let mut report = crate::progress::reporter(&progress);
-    let training = py.detach(|| pool.install(|| train(&words, counts, budget, &options, &mut report)));
-    Ok((
-        training.vocab.iter().map(|t| PyBytes::new(py, t)).collect(),
-        training.scores,
-        training.history.iter().map(|r| (r.pieces, r.log_likelihood)).collect(),
-    ))
-}
-
-/// Runs `iterations` EM rounds from the given pieces and scores without pruning; returns the new
-/// scores and the log-likelihood before each round. With `bayesian=False` this is textbook EM,
-/// whose likelihood never decreases.
-#[pyfunction]
-#[pyo3(name = "unigram_em", signature = (data, offsets, counts, pieces, scores, iterations, bayesian=true))]
-#[allow(clippy::too_many_arguments)]
-fn py_unigram_em<'py>(
-    py: Python<'py>,
-    data: &[u8],
-    offsets: PyReadonlyArray1<'py, i64>,
-    counts: PyReadonlyArray1<'py, u64>,
+/// Runs `iterations` EM rounds from the given pieces (the 256 bytes first) and scores without
+/// pruning; returns the new scores and the log-likelihood before each round. With `bayesian`
+/// false this is textbook EM, whose likelihood never decreases.
+pub fn em(
+    counts: &PreTokenCounts,
     pieces: Vec<Vec<u8>>,
     scores: Vec<f64>,
     iterations: usize,
     bayesian: bool,
-) -> PyResult<(Vec<f64>, Vec<f64>)> {
-    if pieces.len() < 256 || pieces.iter().take(256).enumerate().any(|(b, p)| p[..] != [b as u8]) {
-        return Err(PyValueError::new_err("pieces must start with the 256 single bytes in byte order"));
+) -> Result<(Vec<f64>, Vec<f64>), UnigramError> {
+    if pieces.len() < 256
+        || pieces
+            .iter()
+            .take(256)
+            .enumerate()
+            .any(|(b, p)| p[..] != [b as u8])
+    {
+        return Err(UnigramError::BytesFirst);
     }
     if pieces.len() != scores.len() {
-        return Err(PyValueError::new_err(format!("{} pieces but {} scores", pieces.len(), scores.len())));
+        return Err(UnigramError::ScoreCount {
+            pieces: pieces.len(),
+            scores: scores.len(),
+        });
     }
-    let (offsets, counts) = (offsets.as_slice()?, counts.as_slice()?);
-    let words = word_slices(data, offsets, counts)?;
-    Ok(py.detach(|| {
-        let mut model = Model::new(&words, counts, pieces, scores);
-        let mut log_likelihoods = Vec::new();
-        for _ in 0..iterations {
-            let (expected, log_likelihood) = model.e_step();
-            model.m_step(&expected, bayesian);
-            log_likelihoods.push(log_likelihood);
-        }
-        let scores = (0..model.pieces.len()).map(|i| model.score(i as u32)).collect();
-        (scores, log_likelihoods)
-    }))
-}
-
-pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(py_train_unigram, m)?)?;
-    m.add_function(wrap_pyfunction!(py_unigram_em, m)?)?;
-    Ok(())
-}
-
-#[pymethods]
-impl crate::segment::encoder::Encoder {
-    /// A Unigram encoder: the Viterbi path, maximising the sum of the tokens' log-probabilities.
-    #[staticmethod]
-    #[pyo3(signature = (pattern, vocab, scores, special_tokens))]
-    fn viterbi(
-        pattern: Option<&str>,
-        vocab: Vec<Vec<u8>>,
-        scores: Vec<f64>,
-        special_tokens: Vec<(Vec<u8>, u32)>,
-    ) -> PyResult<Self> {
-        let segmenter = Viterbi::new(&vocab, &scores).map_err(PyValueError::new_err)?;
-        Ok(Self::from_parts(pattern, Box::new(segmenter), vocab, special_tokens)?)
+    let words = counts.words();
+    let mut model = Model::new(&words, counts.counts(), pieces, scores);
+    let mut log_likelihoods = Vec::new();
+    for _ in 0..iterations {
+        let (expected, log_likelihood) = model.e_step();
+        model.m_step(&expected, bayesian);
+        log_likelihoods.push(log_likelihood);
     }
+    let scores = (0..model.pieces.len())
+        .map(|i| model.score(i as u32))
+        .collect();
+    Ok((scores, log_likelihoods))
 }

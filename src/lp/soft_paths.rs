@@ -1,5 +1,5 @@
 //! Entropy-smoothed shortest paths over the full tokenisation graph, the inner loop of the
-//! dual solver (`src/dual.rs`): for every pre-token, the soft minimum over its paths, the hard
+//! dual solver (`dual_ascent.rs`): for every pre-token, the soft minimum over its paths, the hard
 //! minimum, and each edge's probability under the Gibbs distribution over paths.
 //!
 //! Pre-tokens of one length have the same graph, so they are evaluated four at a time in
@@ -9,7 +9,7 @@
 use rayon::prelude::*;
 use std::ops::Range;
 
-use crate::graph::{ends, TokenGraph};
+use crate::lp::graph::{ends, TokenGraph};
 
 const LANES: usize = 4;
 type Lanes = [f64; LANES];

@@ -1,0 +1,176 @@
+//! The trainers (`polytok.trainers`): BPE, WordPiece and Unigram on the counts triple, with
+//! the GIL released while they run and progress reported to a Python callback.
+use std::ops::ControlFlow;
+
+use numpy::ndarray::Array2;
+use numpy::{IntoPyArray, PyArray1, PyArray2, PyReadonlyArray1};
+use pyo3::prelude::*;
+use pyo3::types::PyBytes;
+
+use super::counts::counts_view;
+use super::{thread_pool, with_threads};
+use crate::train::{bpe, unigram, wordpiece};
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(bpe_train, m)?)?;
+    m.add_function(wrap_pyfunction!(train_wordpiece, m)?)?;
+    m.add_function(wrap_pyfunction!(train_unigram, m)?)?;
+    m.add_function(wrap_pyfunction!(unigram_em, m)?)?;
+    Ok(())
+}
+
+/// A reporter that calls `callback(done)` with the GIL held. A failing callback only loses the
+/// bar: its error is printed and the work goes on.
+fn reporter(callback: &Option<Py<PyAny>>) -> impl FnMut(usize) + Send + '_ {
+    move |done: usize| {
+        if let Some(callback) = callback {
+            Python::attach(|py| {
+                if let Err(error) = callback.call1(py, (done,)) {
+                    error.print(py);
+                }
+            });
+        }
+    }
+}
+
+/// BPE: see `python/polytok/trainers/bpe.py`. Returns the merges as an (n, 2) uint32 array and
+/// the count each merge was chosen with. The GIL is released while training; `progress(done)`
+/// is called with it held every `progress_every` merges, and an exception it raises stops
+/// training and is re-raised here (Ctrl-C works, as the merge loop runs on the calling thread).
+#[pyfunction]
+#[pyo3(signature = (data, offsets, counts, num_merges, min_frequency, num_threads, progress, progress_every))]
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+fn bpe_train<'py>(
+    py: Python<'py>,
+    data: &[u8],
+    offsets: PyReadonlyArray1<'py, i64>,
+    counts: PyReadonlyArray1<'py, u64>,
+    num_merges: usize,
+    min_frequency: u64,
+    num_threads: Option<usize>,
+    progress: Option<Py<PyAny>>,
+    progress_every: usize,
+) -> PyResult<(Bound<'py, PyArray2<u32>>, Bound<'py, PyArray1<u64>>)> {
+    let counts = counts_view(data, &offsets, &counts)?;
+    let pool = thread_pool(num_threads)?;
+    let mut callback_error: Option<PyErr> = None;
+    let result = py.detach(|| {
+        let mut report = |done: usize| -> ControlFlow<()> {
+            Python::attach(|py| {
+                let outcome = match &progress {
+                    Some(callback) => callback.call1(py, (done,)).map(|_| ()),
+                    None => Ok(()),
+                };
+                match outcome.and_then(|()| py.check_signals()) {
+                    Ok(()) => ControlFlow::Continue(()),
+                    Err(error) => {
+                        callback_error = Some(error);
+                        ControlFlow::Break(())
+                    }
+                }
+            })
+        };
+        let options = bpe::Options {
+            num_merges,
+            min_frequency,
+            progress_every,
+        };
+        bpe::train(&counts, &options, pool.as_deref(), &mut report)
+    });
+    if let Some(error) = callback_error {
+        return Err(error);
+    }
+    let trained = result?;
+    let flat: Vec<u32> = trained.merges.iter().flat_map(|&(l, r)| [l, r]).collect();
+    let merges =
+        Array2::from_shape_vec((trained.merges.len(), 2), flat).expect("two ids per merge");
+    Ok((
+        merges.into_pyarray(py),
+        PyArray1::from_vec(py, trained.counts),
+    ))
+}
+
+/// WordPiece: see `python/polytok/trainers/wordpiece.py`. Returns the spellings by id
+/// (continuation tokens with the marker in front) and the merges (left, right, result).
+#[pyfunction]
+#[pyo3(signature = (data, offsets, counts, budget, continuation_marker, min_frequency, progress))]
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+fn train_wordpiece<'py>(
+    py: Python<'py>,
+    data: &[u8],
+    offsets: PyReadonlyArray1<'py, i64>,
+    counts: PyReadonlyArray1<'py, u64>,
+    budget: usize,
+    continuation_marker: Option<Vec<u8>>,
+    min_frequency: u64,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<(Vec<Bound<'py, PyBytes>>, Vec<(u32, u32, u32)>)> {
+    let counts = counts_view(data, &offsets, &counts)?;
+    let mut report = reporter(&progress);
+    let marker = continuation_marker.as_deref();
+    let training =
+        py.detach(|| wordpiece::train(&counts, budget, marker, min_frequency, &mut report));
+    let vocab = training.vocab.iter().map(|t| PyBytes::new(py, t)).collect();
+    Ok((vocab, training.merges))
+}
+
+/// Unigram: see `python/polytok/trainers/unigram.py`. Returns the pieces (bytes first), their
+/// scores, and per EM round (pieces alive after it, log-likelihood before it).
+#[pyfunction]
+#[pyo3(signature = (data, offsets, counts, budget, seed_size, max_piece_bytes, shrinking_factor, sub_iterations, num_threads, progress))]
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+fn train_unigram<'py>(
+    py: Python<'py>,
+    data: &[u8],
+    offsets: PyReadonlyArray1<'py, i64>,
+    counts: PyReadonlyArray1<'py, u64>,
+    budget: usize,
+    seed_size: usize,
+    max_piece_bytes: usize,
+    shrinking_factor: f64,
+    sub_iterations: usize,
+    num_threads: Option<usize>,
+    progress: Option<Py<PyAny>>,
+) -> PyResult<(Vec<Bound<'py, PyBytes>>, Vec<f64>, Vec<(usize, f64)>)> {
+    let counts = counts_view(data, &offsets, &counts)?;
+    let options = unigram::UnigramOptions {
+        seed_size,
+        max_piece_bytes,
+        shrinking_factor,
+        sub_iterations,
+    };
+    let mut report = reporter(&progress);
+    let training = py.detach(|| {
+        with_threads(num_threads, || {
+            unigram::train(&counts, budget, &options, &mut report)
+        })
+    })??;
+    Ok((
+        training.vocab.iter().map(|t| PyBytes::new(py, t)).collect(),
+        training.scores,
+        training
+            .history
+            .iter()
+            .map(|r| (r.pieces, r.log_likelihood))
+            .collect(),
+    ))
+}
+
+/// Runs `iterations` EM rounds from the given pieces and scores without pruning; returns the new
+/// scores and the log-likelihood before each round (see `unigram::em`).
+#[pyfunction]
+#[pyo3(signature = (data, offsets, counts, pieces, scores, iterations, bayesian))]
+#[allow(clippy::too_many_arguments)]
+fn unigram_em<'py>(
+    py: Python<'py>,
+    data: &[u8],
+    offsets: PyReadonlyArray1<'py, i64>,
+    counts: PyReadonlyArray1<'py, u64>,
+    pieces: Vec<Vec<u8>>,
+    scores: Vec<f64>,
+    iterations: usize,
+    bayesian: bool,
+) -> PyResult<(Vec<f64>, Vec<f64>)> {
+    let counts = counts_view(data, &offsets, &counts)?;
+    Ok(py.detach(|| unigram::em(&counts, pieces, scores, iterations, bayesian))?)
+}

@@ -1,0 +1,98 @@
+//! `CharLongestMatch`: WordPiece's greedy longest match on characters, as HF tokenizers runs it.
+use super::{char_len, strings, Strings};
+use crate::segment::Segmenter;
+
+/// WordPiece's greedy longest match, with a continuation marker and one unknown token per word
+/// that cannot be cut or has more than `max_chars` characters.
+pub struct CharLongestMatch {
+    tokens: Strings,
+    continuation: Vec<u8>,
+    max_chars: usize,
+    unk: u32,
+}
+
+impl Segmenter for CharLongestMatch {
+    fn segment(&self, word: &[u8], out: &mut Vec<u32>) {
+        let mut boundaries = vec![0];
+        let mut at = 0;
+        while at < word.len() {
+            at += char_len(word, at);
+            boundaries.push(at);
+        }
+        if boundaries.len() - 1 > self.max_chars {
+            out.push(self.unk);
+            return;
+        }
+        let mark = out.len();
+        let mut key = Vec::new();
+        let mut first = 0;
+        while first + 1 < boundaries.len() {
+            let mut found = None;
+            for last in (first + 1..boundaries.len()).rev() {
+                key.clear();
+                if first > 0 {
+                    key.extend_from_slice(&self.continuation);
+                }
+                key.extend_from_slice(&word[boundaries[first]..boundaries[last]]);
+                if let Some((id, _)) = self.tokens.get(&key) {
+                    found = Some((id, last));
+                    break;
+                }
+            }
+            match found {
+                Some((id, last)) => {
+                    out.push(id);
+                    first = last;
+                }
+                None => {
+                    out.truncate(mark);
+                    out.push(self.unk);
+                    return;
+                }
+            }
+        }
+    }
+}
+
+impl CharLongestMatch {
+    /// `strings` are the (text, id) pairs of the vocabulary, continuation forms included (e.g.
+    /// "##ing" with `continuation` "##"); a word of more than `max_chars` characters is `unk`.
+    pub fn new(
+        strings: Vec<(Vec<u8>, u32)>,
+        continuation: Vec<u8>,
+        max_chars: usize,
+        unk: u32,
+    ) -> Self {
+        let entries: Vec<(Vec<u8>, u32, f64)> =
+            strings.into_iter().map(|(t, id)| (t, id, 0.0)).collect();
+        CharLongestMatch {
+            tokens: self::strings(&entries),
+            continuation,
+            max_chars,
+            unk,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn longest_match_gives_one_unknown_for_an_uncuttable_word() {
+        let mut tokens = Strings::default();
+        for (id, text) in ["un", "##able", "##a", "x"].iter().enumerate() {
+            tokens.insert(text.as_bytes(), id as u32, 0.0);
+        }
+        let segmenter = CharLongestMatch {
+            tokens,
+            continuation: b"##".to_vec(),
+            max_chars: 100,
+            unk: 99,
+        };
+        let mut out = Vec::new();
+        segmenter.segment(b"unable", &mut out);
+        segmenter.segment(b"unabz", &mut out);
+        assert_eq!(out, vec![0, 1, 99]);
+    }
+}

@@ -1,0 +1,5 @@
+//! The trainers, each on counted pre-tokens (`count::PreTokenCounts`): BPE learns merges,
+//! WordPiece merges by a likelihood score, Unigram prunes a seed vocabulary by EM.
+pub mod bpe;
+pub mod unigram;
+pub mod wordpiece;
