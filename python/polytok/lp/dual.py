@@ -4,8 +4,8 @@ No LP is built. The Lagrangian bound L(mu) (see bound.py) is maximised directly 
 prices mu >= 0 and the budget price lambda, after smoothing its two non-smooth parts: each
 pre-token's shortest path becomes a soft minimum over its paths (temperature tau, in tokens)
 and the top-K sum an entropic one (temperature tau x an estimate of lambda's scale, lowered for
-colours too rare for their price to reach lambda, see `src/dual.rs`). The Rust
-core (`src/dual.rs`) runs projected L-BFGS on that smooth concave function, one stage per
+colours too rare for their price to reach lambda, see `src/lp/dual_ascent.rs`). The Rust
+core (`src/lp/dual_ascent.rs`) runs projected L-BFGS on that smooth concave function, one stage per
 temperature, from 0.3 down by thirds to about 3 x `tolerance`, each stage run on while the
 bound still rises by more than `tolerance` of itself per 10 steps, and keeps the prices with the
 best *exact* L(mu). Those prices are what the certificate evaluates, so the bound is valid
@@ -36,7 +36,7 @@ COOLING = 3.0
 COLOUR_TAU_RATIO = 1.0
 """Colour temperature per token of path temperature, in units of the estimated price of a token
 of budget (a quarter of the K-th largest weighted colour frequency; for a rarer colour, a
-quarter of its own frequency; see `src/dual.rs`)."""
+quarter of its own frequency; see `src/lp/dual_ascent.rs`)."""
 
 
 def temperatures(tolerance: float) -> list[float]:

@@ -4,7 +4,7 @@
 `TokenisationGraph.linear_program` assembles, as `scipy.sparse`, the *reduced* LP over a set of
 candidate colours. Rust emits the flat edge arrays; nothing here loops per edge or per pre-token.
 
-Reductions (done in Rust, `src/graph.rs`), each exact for the LP over the candidate colours:
+Reductions (done in Rust, `src/lp/graph.rs`), each exact for the LP over the candidate colours:
 - a position that no candidate edge jumps over cuts a pre-token into independent segments;
 - identical segments share one graph, so they merge and their counts add;
 - one-byte segments (and one-byte pre-tokens) have a single path: a constant count;

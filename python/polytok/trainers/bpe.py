@@ -2,7 +2,7 @@
 on counted pre-tokens, run by the Rust core with incremental counts and a priority queue.
 
 Ties go to the highest count, then to the smallest (left id, right id). Token ids: 0..255 are the
-bytes, merge k makes token 256 + k (always new bytes: see src/bpe.rs), special tokens come last.
+bytes, merge k makes token 256 + k (always new bytes: see src/train/bpe.rs), special tokens come last.
 Training stops early, with a smaller vocabulary, when no pair occurs `min_frequency` times.
 """
 from __future__ import annotations
