@@ -341,7 +341,7 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_compare(args: argparse.Namespace) -> None:
     """Print the comparison table, the Gini coefficients and the sample's cuts."""
-    from polytok._io import atomic_write
+    from polytok.files import atomic_write
 
     tokenizers = load_tokenizers(args.tokenizers, pattern=args.pattern, special_tokens=args.special)
     comparison = compare(tokenizers, read_texts(args.text), reference=args.reference, cost=args.cost,

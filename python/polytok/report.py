@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from polytok._io import atomic_write
+from polytok.files import atomic_write
 from polytok.compare import COSTS, compare, load_tokenizers, named_tokenizers, read_texts, render_html
 from polytok.errors import ConfigError, CorpusError
 from polytok.metrics import (

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from polytok._io import write_atomically
+from polytok.files import write_atomically
 from polytok.errors import FormatError
 from polytok.tokenizer import Tokenizer, _from_record, read_json
 
