@@ -6,6 +6,7 @@ import argparse
 import html.parser
 import json
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -226,7 +227,8 @@ def test_text_files_that_cannot_be_read(tmp_path):
 
 def test_cli_compare(tmp_path, monkeypatch, capsys):
     words = GreedyTokenizer([w.encode() for w in COMMON_WORDS])
-    monkeypatch.setattr(polytok, "load", lambda path, **o: words if path.stem == "words" else GreedyTokenizer(), raising=False)
+    monkeypatch.setattr(sys.modules["polytok.compare"], "load",
+                        lambda path, **o: words if Path(path).stem == "words" else GreedyTokenizer())
     for name in ("words", "bytes"):
         (tmp_path / f"{name}.json").write_text('{"format": "polytok"}')
     parser = argparse.ArgumentParser()
