@@ -6,7 +6,6 @@ import argparse
 import html.parser
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -227,8 +226,7 @@ def test_text_files_that_cannot_be_read(tmp_path):
 
 def test_cli_compare(tmp_path, monkeypatch, capsys):
     words = GreedyTokenizer([w.encode() for w in COMMON_WORDS])
-    monkeypatch.setattr(sys.modules["polytok.compare"], "load",
-                        lambda path, **o: words if Path(path).stem == "words" else GreedyTokenizer())
+    monkeypatch.setattr(polytok.formats, "load", lambda path, **o: words if Path(path).stem == "words" else GreedyTokenizer())
     for name in ("words", "bytes"):
         (tmp_path / f"{name}.json").write_text('{"format": "polytok"}')
     parser = argparse.ArgumentParser()

@@ -418,7 +418,7 @@ def test_cli_eval_prints_json_table_and_csv(tmp_path, monkeypatch, capsys):
     (tmp_path / "tok.json").write_text('{"format": "polytok"}')
     corpus = tmp_path / "corpus.txt"
     corpus.write_text("abc ab\nab", encoding="utf-8")
-    monkeypatch.setattr(polytok, "load", lambda path, **options: GreedyTokenizer([b"ab", b"abc"]), raising=False)
+    monkeypatch.setattr(polytok.formats, "load", lambda path, **options: GreedyTokenizer([b"ab", b"abc"]))
     metrics.run_eval(_parse(metrics.add_eval_arguments, ["-t", str(tmp_path / "tok.json"), str(corpus), "--json"]))
     printed = json.loads(capsys.readouterr().out)
     assert printed["tok"]["tokens"] == 5 and printed["tok"]["tokens_per_word"] == pytest.approx(5 / 3)

@@ -96,8 +96,8 @@ def test_a_failed_write_leaves_no_file(report, tmp_path, monkeypatch):
 
 def test_cli_report(tmp_path, monkeypatch):
     words = GreedyTokenizer([w.encode() for w in COMMON_WORDS])
-    monkeypatch.setattr(polytok, "load", lambda path, **options: words if path.stem == "words" else GreedyTokenizer(),
-                        raising=False)
+    monkeypatch.setattr(polytok.formats, "load",
+                        lambda path, **options: words if Path(path).stem == "words" else GreedyTokenizer())
     for name in ("words", "bytes"):
         (tmp_path / f"{name}.json").write_text('{"format": "polytok"}')
     parser = argparse.ArgumentParser()

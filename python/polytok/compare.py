@@ -16,8 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from polytok import formats
 from polytok.errors import ConfigError, CorpusError
-from polytok.formats import load
 from polytok.metrics import (
     TokenizerView,
     add_output_options,
@@ -51,7 +51,7 @@ def load_tokenizer(path: str | os.PathLike, *, pattern: str | None = None, speci
     """Load a polytok, tiktoken, HF tokenizer.json or SentencePiece file (`polytok.load`, which
     tells them apart). tiktoken files hold no pre-tokenisation pattern: `pattern` says which one
     they were built with; the other formats record their own."""
-    return load(path, pattern=pattern, special_tokens=list(special_tokens) or None)
+    return formats.load(path, pattern=pattern, special_tokens=list(special_tokens) or None)
 
 
 def load_tokenizers(paths: Sequence[str | os.PathLike], **options: Any) -> dict[str, Any]:
