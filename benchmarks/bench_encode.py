@@ -49,7 +49,7 @@ def documents(megabytes: float) -> list[str]:
 def trained_tokenizer():
     """The 32k cl100k-pattern BPE tokeniser, trained by HF tokenizers once and cached."""
     import polytok
-    from polytok.formats.huggingface import to_oniguruma
+    from polytok.formats.huggingface.write import to_oniguruma
     from polytok.pretokenize import PRESETS
 
     cached = OUT / f"bpe-{VOCAB_SIZE}-cl100k.json"

@@ -67,7 +67,7 @@ def hf_bpe(texts: list[str], pattern: str, vocab_size: int) -> tuple[list[bytes]
     import tokenizers
     from tokenizers import models, pre_tokenizers, trainers
 
-    from polytok.formats.huggingface import from_byte_level
+    from polytok.formats.huggingface.pre_tokenizers import from_byte_level
 
     hf = tokenizers.Tokenizer(models.BPE())
     hf.pre_tokenizer = pre_tokenizers.Sequence(

@@ -1,7 +1,7 @@
-"""Writes python/polytok/formats/hf_unicode.py: the characters whose NFC, NFD, NFKC, NFKD or
-Lowercase form, or BertNormalizer's cleaning or accent stripping, in `tokenizers` (its own
-Unicode tables: older for normal forms and categories, newer for case) differs from polytok's on
-Python's tables, each with the form `tokenizers` gives it. Loaded HF pipelines use these to
+"""Writes python/polytok/formats/huggingface/unicode_tables.py: the characters whose NFC, NFD,
+NFKC, NFKD or Lowercase form, or BertNormalizer's cleaning or accent stripping, in `tokenizers`
+(its own Unicode tables: older for normal forms and categories, newer for case) differs from
+polytok's on Python's tables, each with the form `tokenizers` gives it. Loaded HF pipelines use these to
 give tokenizers' ids on every character. Run with the `tokenizers` the tests compare against:
 
     python tools/gen_hf_unicode.py
@@ -18,9 +18,9 @@ from tokenizers import normalizers
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT / "python"))
-from polytok.formats.normalizers import bert_clean, bert_strip_accents, python_lowercase  # noqa: E402
+from polytok.formats.huggingface.normalizers import bert_clean, bert_strip_accents, python_lowercase  # noqa: E402
 
-OUT = ROOT / "python" / "polytok" / "formats" / "hf_unicode.py"
+OUT = ROOT / "python" / "polytok" / "formats" / "huggingface" / "unicode_tables.py"
 
 
 def differences(hf, python) -> dict[str, str]:

@@ -11,12 +11,11 @@ from __future__ import annotations
 import html
 import json
 import os
-import re
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-import polytok
-from polytok.errors import ConfigError, CorpusError, FormatError
+from polytok import formats
+from polytok.errors import ConfigError, CorpusError
 from polytok.metrics import TokenizerView, evaluate_documents, tokenizer_name
 from polytok.tables import format_table, format_value
 
@@ -31,56 +30,11 @@ SAMPLE_CHARACTERS = 160
 # --------------------------------------------------------------------------- reading tokenisers
 
 
-_TIKTOKEN_LINE = re.compile(rb"^[A-Za-z0-9+/]+={0,2} [0-9]+\r?$")
-
-
-def _format_of(path: Path, head: bytes) -> str:
-    """Which reader a tokeniser file needs, judged from its name and first bytes."""
-    if path.suffix == ".model":
-        return "sentencepiece"
-    if path.suffix == ".tiktoken" or _TIKTOKEN_LINE.match(head.split(b"\n", 1)[0]):
-        return "tiktoken"
-    if head.lstrip().startswith(b"{"):
-        return "json"
-    try:
-        head.decode("utf-8")
-    except UnicodeDecodeError:
-        # A SentencePiece model is a binary protobuf whatever its name.
-        return "sentencepiece"
-    return "unknown"
-
-
 def load_tokenizer(path: str | os.PathLike, *, pattern: str | None = None, special_tokens: Sequence[str] = ()) -> Any:
-    """Load a polytok, tiktoken, HF tokenizer.json or SentencePiece file as a polytok Tokenizer.
-
-    tiktoken files hold no pre-tokenisation pattern: `pattern` must say which one they were built with."""
-    path = Path(path)
-    try:
-        with path.open("rb") as stream:
-            head = stream.read(4096)
-    except OSError as error:
-        raise FormatError(f"cannot read tokeniser file {path}: {error.strerror or error}") from None
-    if not head:
-        raise FormatError(f"tokeniser file {path} is empty")
-    kind = _format_of(path, head)
-    if kind == "unknown":
-        raise FormatError(
-            f"{path} is not a tokeniser file polytok can read: expected polytok JSON, a tiktoken rank file, "
-            "a Hugging Face tokenizer.json or a SentencePiece .model"
-        )
-    if kind == "tiktoken" and not pattern:
-        raise ConfigError(
-            f"{path} is a tiktoken rank file, which does not record its pre-tokenisation pattern: "
-            "pass --pattern (e.g. cl100k, o200k, gpt2)"
-        )
-    if kind == "json":
-        try:
-            json.loads(path.read_bytes())
-        except (UnicodeDecodeError, json.JSONDecodeError) as error:
-            raise FormatError(f"tokeniser file {path} is not valid JSON: {error}") from None
-    # polytok.load reads every format; it needs the pattern only for tiktoken files.
-    return polytok.load(path, pattern=pattern if kind == "tiktoken" else None,
-                        special_tokens=list(special_tokens) or None)
+    """Load a polytok, tiktoken, HF tokenizer.json or SentencePiece file (`polytok.load`, which
+    tells them apart). tiktoken files hold no pre-tokenisation pattern: `pattern` says which one
+    they were built with; the other formats record their own."""
+    return formats.load(path, pattern=pattern, special_tokens=list(special_tokens) or None)
 
 
 def load_tokenizers(paths: Sequence[str | os.PathLike], **options: Any) -> dict[str, Any]:

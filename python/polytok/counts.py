@@ -28,7 +28,7 @@ from typing import Any, Iterator, Mapping
 import numpy as np
 
 from polytok import _core
-from polytok._io import atomic_write
+from polytok.files import atomic_write
 from polytok.corpus import Source, iter_documents
 from polytok.errors import ConfigError, CorpusError, FormatError, PatternError
 from polytok.pretokenize import resolve_pattern

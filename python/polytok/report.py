@@ -12,7 +12,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
-from polytok._io import atomic_write
+from polytok.files import atomic_write
 from polytok.compare import compare, named_tokenizers, render_html
 from polytok.errors import ConfigError, CorpusError
 from polytok.metrics import corpus_stats, corpus_stats_of_documents, evaluate, evaluate_documents

@@ -241,7 +241,7 @@ def _version_sensitive_texts() -> list[str]:
     """Every character whose normal form, lower case or BERT cleaning or accent stripping
     differs between tokenizers' Unicode tables and Python's, alone and among letters, accents,
     characters that compose and characters BERT cleans."""
-    from polytok.formats.hf_unicode import OVERRIDES
+    from polytok.formats.huggingface.unicode_tables import OVERRIDES
 
     texts = []
     for char in sorted({char for table in OVERRIDES.values() for char in table}):
@@ -255,7 +255,7 @@ def test_normalisers_follow_tokenizers_unicode_tables(form):
     """Python's Unicode 14 tables and tokenizers' (older normal forms and categories, newer
     case) disagree on about 700 characters, e.g. U+10781 under NFKC and new combining marks
     under BERT's accent stripping; polytok's copies give tokenizers' forms."""
-    from polytok.formats import normalizers
+    from polytok.formats.huggingface import normalizers
 
     if form == "BertNormalizer":
         theirs, ours = hf_normalizers.BertNormalizer(), normalizers.bert(True, True, None, True)

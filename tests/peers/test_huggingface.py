@@ -13,9 +13,8 @@ from hypothesis import strategies as st
 
 import polytok
 from polytok.errors import ConfigError, FormatError
-from polytok.formats.huggingface import (
-    as_tokenizers_reads_it, load_huggingface, merges_from_ranks, to_oniguruma, tokenizers_float,
-)
+from polytok.formats.huggingface import load_huggingface
+from polytok.formats.huggingface.write import as_tokenizers_reads_it, merges_from_ranks, to_oniguruma, tokenizers_float
 from polytok.pretokenize import PRESETS
 
 tokenizers = pytest.importorskip("tokenizers")

@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from polytok._io import atomic_write
+from polytok.files import atomic_write
 from polytok.cli.options import (
     Command,
     add_corpus_options,

@@ -13,12 +13,10 @@ import struct
 from pathlib import Path
 from typing import Any
 
-
 from polytok import _core
 from polytok.errors import EncodeError, FormatError
-from polytok.formats.huggingface import LoadedPipeline, _build
-from polytok.formats.normalizers import CharsMap
-from polytok.tokenizer import Tokenizer
+from polytok.formats.huggingface.normalizers import CharsMap
+from polytok.formats.loaded import LoadedTokenizer, Pipeline, build_encoder
 
 SPACE = "▁"
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
@@ -120,11 +118,11 @@ def read_model(data: bytes, source: str) -> dict[str, Any]:
 
 # ---- the pipeline ----------------------------------------------------------------------------
 
-class SentencePiecePipeline(LoadedPipeline):
+class SentencePiecePipeline(Pipeline):
     """SentencePiece's normaliser and decoder around polytok's segmenter."""
 
-    def __init__(self, spec: dict[str, Any], source: str, **options: Any):
-        super().__init__(kind="SentencePiece model", added=[], normalizer=None, pre_tokenizer=None, decoder=None, **options)
+    def __init__(self, spec: dict[str, Any], source: str, *, lossy: list[str], components: dict[str, Any]):
+        super().__init__(kind="SentencePiece model", added=[], lossy=lossy, components=components)
         self.spec = spec
         if spec["precompiled_charsmap"]:
             CharsMap(spec["precompiled_charsmap"], f"{source} normalizer_spec.precompiled_charsmap")  # checks its header
@@ -136,6 +134,7 @@ class SentencePiecePipeline(LoadedPipeline):
         )
 
     def encode(self, encoder: Any, text: str | bytes, split_added: bool = True) -> list[int]:
+        """The ids `SentencePieceProcessor.encode` gives, the whole pipeline in one core call."""
         return encoder.encode_sentencepiece(self.normalizer_core, _utf8(text).encode("utf-8", "surrogatepass"))
 
     def encode_batch(
@@ -198,7 +197,7 @@ def _utf8(text: str | bytes) -> str:
 
 # ---- loading ---------------------------------------------------------------------------------
 
-def load_sentencepiece(path: str | Path) -> Tokenizer:
+def load_sentencepiece(path: str | Path) -> LoadedTokenizer:
     """Reads a SentencePiece `.model` (BPE or Unigram); encodes to the ids
     `SentencePieceProcessor.encode` gives and decodes as it decodes."""
     try:
@@ -208,8 +207,8 @@ def load_sentencepiece(path: str | Path) -> Tokenizer:
     return tokenizer_from_sentencepiece(data, f"SentencePiece model {path}")
 
 
-def tokenizer_from_sentencepiece(data: bytes, source: str) -> Tokenizer:
-    """Builds the Tokenizer of a serialised ModelProto."""
+def tokenizer_from_sentencepiece(data: bytes, source: str) -> LoadedTokenizer:
+    """Builds the tokeniser of a serialised ModelProto."""
     spec = read_model(data, source)
     model_type = spec["model_type"]
     if model_type not in (UNIGRAM, BPE):
@@ -274,6 +273,6 @@ def tokenizer_from_sentencepiece(data: bytes, source: str) -> Tokenizer:
         "escape_whitespaces": spec["escape_whitespaces"],
         "byte_fallback": spec["byte_fallback"],
     }
-    pipeline = SentencePiecePipeline(spec, source, record=None, token_texts=[piece for piece, _, _ in pieces],
-                                     segmenter_arguments=arguments, lossy=lossy, components=components)
-    return _build(vocab, segmenter, None, pipeline, source, algorithm=algorithm)
+    pipeline = SentencePiecePipeline(spec, source, lossy=lossy, components=components)
+    encoder = build_encoder(segmenter, arguments, source)
+    return LoadedTokenizer(vocab, pipeline, encoder, algorithm=algorithm, segmenter=segmenter)

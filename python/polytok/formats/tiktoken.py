@@ -11,13 +11,12 @@ import binascii
 from pathlib import Path
 
 from polytok.errors import ConfigError, FormatError, PatternError
+from polytok.files import write_atomically
 from polytok.tokenizer import Tokenizer
 
 
 def save_tiktoken(tokenizer: Tokenizer, path: str | Path) -> None:
     """Writes the ordinary tokens as tiktoken ranks (rank = id); special tokens are not stored."""
-    from polytok.formats import write_atomically
-
     if tokenizer.segmenter != "merges":
         raise ConfigError(
             f"a tiktoken file holds BPE ranks, but this tokeniser uses the {tokenizer.segmenter!r} "

@@ -1,12 +1,14 @@
-"""Atomic output: every file polytok writes appears whole or not at all."""
+"""Files: every file polytok writes appears whole or not at all (atomic writes), and JSON files
+are read with errors that say where they break."""
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import stat
 import tempfile
 from pathlib import Path
-from typing import IO, Iterator
+from typing import IO, Any, Iterator
 
 
 @contextlib.contextmanager
@@ -61,3 +63,25 @@ def write_atomically(path: str | os.PathLike, data: bytes) -> None:
     """Write `data` to `path` through a temporary file and a rename."""
     with atomic_write(path, "wb") as stream:
         stream.write(data)
+
+
+def read_json(path: str | os.PathLike, what: str = "file") -> Any:
+    """Parses the JSON file `path` (a `what`, as error messages call it); FormatError names the
+    file and where it breaks."""
+    from polytok.errors import FormatError
+
+    try:
+        data = Path(path).read_bytes()
+    except OSError as error:
+        raise FormatError(f"cannot read {what} {path}: {error.strerror}") from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as error:
+        raise FormatError(f"{what} {path}: invalid UTF-8 at byte {error.start}") from None
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as error:
+        raise FormatError(
+            f"{what} {path} is not valid JSON at line {error.lineno} column {error.colno} "
+            f"({error.msg}); the file is truncated or was edited"
+        ) from None

@@ -1,6 +1,7 @@
-"""Text normalisers of loaded tokenisers, written to give exactly what their own libraries give:
-HF's Unicode forms, Lowercase, Replace, Prepend, Strip and BertNormalizer, and the precompiled
-character map that SentencePiece models (and HF's `Precompiled` normaliser) carry.
+"""HF normalisers, written to give exactly what `tokenizers` gives: the Unicode forms, Lowercase,
+Replace, Prepend, Strip, BertNormalizer and Sequences of them, and the precompiled character map
+that SentencePiece models (and HF's `Precompiled` normaliser) carry. `normalizer` builds one
+from a tokenizer.json node.
 
 A precompiled charsmap is a 4-byte little-endian trie size, then a double-array trie (darts-clone
 units of 4 bytes) over UTF-8 input, then the replacement strings, each ending in a NUL byte; a
@@ -8,14 +9,17 @@ trie leaf's value is the offset of its replacement.
 """
 from __future__ import annotations
 
+import base64
 import struct
 import unicodedata
 from collections.abc import Callable
+from typing import Any
 
 import regex
 
 from polytok.errors import FormatError
-from polytok.formats.hf_unicode import OVERRIDES
+from polytok.formats.huggingface.nodes import Fail, list_field, type_of
+from polytok.formats.huggingface.unicode_tables import OVERRIDES
 
 Normalizer = Callable[[str], str]
 
@@ -28,7 +32,7 @@ WHITESPACE = frozenset(
 
 def _as_in_tokenizers(name: str, normalize: Normalizer) -> Normalizer:
     """`normalize` (Python's Unicode tables), except that the characters whose form differs in
-    tokenizers' tables (hf_unicode.py) get tokenizers' form. They are starters that compose
+    tokenizers' tables (unicode_tables.py) get tokenizers' form. They are starters that compose
     with nothing in one table or the other, so the text between them normalises on its own."""
     overrides = OVERRIDES.get(name, {})
     if not overrides:
@@ -116,11 +120,11 @@ def bert(clean_text: bool, handle_chinese_chars: bool, strip_accents: bool | Non
     """HF's BertNormalizer: drop NUL, U+FFFD and control characters and turn whitespace into
     spaces; put spaces around CJK ideographs; drop accents (after NFD); lowercase. Accents go
     whenever lowercasing does unless `strip_accents` says otherwise. Cleaning, accents and case
-    follow tokenizers' Unicode tables (hf_unicode.py)."""
+    follow tokenizers' Unicode tables (unicode_tables.py)."""
     remove_accents = lower if strip_accents is None else strip_accents
     steps = [("BertClean", bert_clean, clean_text), ("BertStripAccents", bert_strip_accents, remove_accents),
              ("Lowercase", python_lowercase, lower)]
-    # One set test for the whole text picks the plain steps or tokenizers' (hf_unicode.py).
+    # One set test for the whole text picks the plain steps or tokenizers' (unicode_tables.py).
     versioned = frozenset().union(*(OVERRIDES.get(name, {}) for name, _, used in steps if used))
     as_tokenizers = {name: _as_in_tokenizers(name, step) for name, step, _ in steps}
 
@@ -227,3 +231,62 @@ def precompiled(blob: bytes, source: str) -> Normalizer:
         return "".join(out)
 
     return normalize
+
+
+def normalizer(node: Any, where: str, fail: Fail, lossy: list[str]) -> Normalizer:
+    """The normaliser of a normalizer node; what it loses is added to `lossy`."""
+    kind = type_of(node, where, fail)
+    if kind == "Sequence":
+        steps = [
+            normalizer(child, f"{where}.normalizers[{index}]", fail, lossy)
+            for index, child in enumerate(list_field(node, "normalizers", where, fail))
+        ]
+        return sequence(steps)
+    if kind in ("NFC", "NFD", "NFKC", "NFKD"):
+        lossy.append(f"normaliser {kind} maps different texts to the same ids")
+        return unicode_form(kind)
+    if kind == "Lowercase":
+        lossy.append("normaliser Lowercase loses case")
+        return lowercase
+    if kind == "Replace":
+        pattern = node.get("pattern")
+        content = node.get("content")
+        if not isinstance(content, str):
+            raise fail(f"{where}.content is {content!r}, expected a string")
+        if isinstance(pattern, dict) and isinstance(pattern.get("String"), str):
+            replace_text = replace(pattern["String"], content, False)
+        elif isinstance(pattern, dict) and isinstance(pattern.get("Regex"), str):
+            try:
+                replace_text = replace(pattern["Regex"], content, True)
+            except regex.error as error:
+                raise fail(f"{where}.pattern regex does not compile: {error}") from None
+        else:
+            raise fail(f"{where}.pattern is {pattern!r}, expected {{'String': ...}} or {{'Regex': ...}}")
+        lossy.append(f"normaliser Replace({pattern!r} -> {content!r}) decodes to the replaced text")
+        return replace_text
+    if kind == "Prepend":
+        prefix = node.get("prepend")
+        if not isinstance(prefix, str):
+            raise fail(f"{where}.prepend is {prefix!r}, expected a string")
+        return prepend(prefix)
+    if kind == "Strip":
+        lossy.append("normaliser Strip drops whitespace at the ends")
+        return strip(bool(node.get("strip_left")), bool(node.get("strip_right")))
+    if kind == "BertNormalizer":
+        lossy.append("normaliser BertNormalizer drops control characters, turns whitespace into spaces"
+                     + (", lowercases and strips accents" if node.get("lowercase", True) else ""))
+        return bert(
+            bool(node.get("clean_text", True)),
+            bool(node.get("handle_chinese_chars", True)),
+            node.get("strip_accents"),
+            bool(node.get("lowercase", True)),
+        )
+    if kind == "Precompiled":
+        blob = node.get("precompiled_charsmap")
+        try:
+            data = base64.b64decode(blob or "", validate=True)
+        except (ValueError, TypeError):
+            raise fail(f"{where}.precompiled_charsmap is not base64") from None
+        lossy.append("normaliser Precompiled (SentencePiece's character map, NFKC-like) maps different texts to the same ids")
+        return precompiled(data, f"{where}.precompiled_charsmap")
+    raise fail(f"{where} type {kind!r} is not supported")

@@ -1,0 +1,251 @@
+"""A tokeniser read from another library's file that keeps the file's own pipeline: the HF
+tokenizer.json and SentencePiece readers build a `Pipeline` (the text stages around the
+segmenter, and the decoder) and a core encoder, and `LoadedTokenizer` offers them through the
+Tokenizer's public methods, with the ids and text that library gives.
+
+A loaded file's added tokens are always recognised, as its library does, so the special-token
+arguments of the encode methods change nothing here, and `special_tokens` is empty.
+"""
+from __future__ import annotations
+
+import abc
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from polytok import _core
+from polytok.errors import ConfigError, FormatError
+from polytok.segmenters import merges_encoder
+from polytok.tokenizer import BaseTokenizer, SpecialSet
+
+# The core encoders a loaded pipeline feeds: polytok's own BPE for byte-level BPE files whose
+# pre-tokeniser is one regex, and the character-level segmenters of src/segment/loaded.rs.
+ENCODERS = {
+    "merges": merges_encoder,
+    "char_merges": _core.Encoder.char_merges,
+    "char_viterbi": _core.Encoder.char_viterbi,
+    "char_longest_match": _core.Encoder.char_longest_match,
+}
+
+
+def build_encoder(segmenter: str, arguments: dict[str, Any], source: str) -> Any:
+    """The core encoder `segmenter` (one of ENCODERS) built from `arguments`; FormatError names
+    `source` when the core refuses them."""
+    try:
+        return ENCODERS[segmenter](**arguments)
+    except _core.InvalidPattern as error:
+        raise FormatError(f"{source}: invalid pre-tokenisation regex {arguments['pattern']!r}: {error.args[0]}") from None
+    except ValueError as error:
+        raise FormatError(f"{source}: cannot build the {segmenter!r} segmenter: {error}") from None
+
+
+class Pipeline(abc.ABC):
+    """A loaded file's text stages around the core encoder, and its decoder. `kind` names the
+    file type in messages ("HF tokenizer.json"); `components` and `lossy` (where the pipeline
+    maps different texts to the same ids) are what `info` reports."""
+
+    # Whether `save_huggingface` writes the file back (a pipeline read from a tokenizer.json).
+    saves_huggingface = False
+
+    def __init__(self, *, kind: str, added: list[dict[str, Any]], lossy: list[str], components: dict[str, Any]):
+        self.kind = kind
+        self.added = added
+        self.lossy = lossy
+        self.components = components
+
+    @abc.abstractmethod
+    def encode(self, encoder: Any, text: str | bytes, split_added: bool = True) -> list[int]:
+        """The ids of `text` through the pipeline and the core `encoder`; `split_added=False`
+        leaves added-token text to the segmenter."""
+
+    @abc.abstractmethod
+    def encode_batch(
+        self, encoder: Any, texts: list[str | bytes], num_threads: int | None, split_added: bool = True
+    ) -> list[list[int]]:
+        """`encode` of each text, the core's part in parallel on `num_threads`."""
+
+    @abc.abstractmethod
+    def decode(self, ids: list[int]) -> str:
+        """The text of `ids` as the file's own library decodes it (no tokens skipped)."""
+
+    def save_huggingface(self, path: str | Path) -> None:
+        """Writes the pipeline as a HF tokenizer.json; only a pipeline read from one can."""
+        raise ConfigError(
+            f"a tokeniser loaded from a {self.kind} cannot be written as a HF tokenizer.json; keep the original file"
+        )
+
+    def info(self) -> dict[str, Any]:
+        """What `LoadedTokenizer.info` adds: the file's components and where it loses text."""
+        return {
+            "loaded_from": self.kind,
+            "pipeline": self.components,
+            "added_tokens": {token["content"]: token["id"] for token in self.added},
+            "lossy": self.lossy,
+        }
+
+
+class LoadedTokenizer(BaseTokenizer):
+    """A tokeniser read from a HF tokenizer.json or SentencePiece model with its pipeline:
+    `vocab[i]` is the bytes id i decodes to (added tokens included), `encoder` the core encoder
+    the pipeline feeds. What only polytok's own tokenisers offer (sampling, dropout, n-best,
+    the polytok file) raises ConfigError."""
+
+    def __init__(
+        self,
+        vocab: list[bytes],
+        pipeline: Pipeline,
+        encoder: Any,
+        *,
+        algorithm: str,
+        segmenter: str,
+        pattern: str | None = None,
+        merges: list[tuple[int, int]] | None = None,
+        continuation_marker: str | None = None,
+    ):
+        self.vocab = vocab
+        self.pipeline = pipeline
+        self._encoder = encoder
+        self.algorithm = algorithm
+        self.segmenter = segmenter
+        self.pattern = pattern
+        self.merges = merges
+        self.continuation_marker = continuation_marker
+        self.training = None
+        self.certificate = None
+        self._special_tokens = {}
+        self._index_tokens()
+
+    # ---- encoding -------------------------------------------------------------------------
+
+    def encode(
+        self,
+        text: str | bytes,
+        *,
+        allowed_special: SpecialSet = frozenset(),
+        disallowed_special: SpecialSet = "all",
+        sample: bool = False,
+        alpha: float = 0.1,
+        dropout: float | None = None,
+        seed: int | None = None,
+    ) -> list[int]:
+        """The ids of `text` as the file's library gives them, added tokens recognised."""
+        self._refuse_randomness(sample, dropout)
+        return self.pipeline.encode(self._encoder, text)
+
+    def encode_nbest(
+        self,
+        text: str | bytes,
+        n: int,
+        *,
+        allowed_special: SpecialSet = frozenset(),
+        disallowed_special: SpecialSet = "all",
+    ) -> list[tuple[list[int], float]]:
+        """Refused: n-best segmentations are offered by polytok's own viterbi tokenisers."""
+        raise ConfigError(
+            f"encode_nbest applies to polytok's own tokenisers (segmenter 'viterbi'), not to one loaded "
+            f"from a {self.pipeline.kind} file with its pipeline"
+        )
+
+    def _refuse_randomness(self, sample: bool, dropout: float | None) -> None:
+        if sample or dropout is not None:
+            raise ConfigError("sample and dropout apply to polytok's own tokenisers, not to one loaded with its library's pipeline")
+
+    def encode_ordinary(self, text: str | bytes) -> list[int]:
+        """The ids of `text`, with added-token text left to the segmenter."""
+        return self.pipeline.encode(self._encoder, text, split_added=False)
+
+    def encode_to_numpy(
+        self,
+        text: str | bytes,
+        *,
+        allowed_special: SpecialSet = frozenset(),
+        disallowed_special: SpecialSet = "all",
+    ) -> np.ndarray:
+        """Like `encode`, as a uint32 numpy array."""
+        return np.array(self.pipeline.encode(self._encoder, text), dtype=np.uint32)
+
+    def encode_batch(
+        self,
+        texts: Iterable[str | bytes],
+        num_threads: int | None = None,
+        *,
+        allowed_special: SpecialSet = frozenset(),
+        disallowed_special: SpecialSet = "all",
+        sample: bool = False,
+        alpha: float = 0.1,
+        dropout: float | None = None,
+        seed: int | None = None,
+    ) -> list[list[int]]:
+        """`encode` of each text, the core's part in parallel on `num_threads` threads."""
+        self._refuse_randomness(sample, dropout)
+        return self.pipeline.encode_batch(self._encoder, list(texts), self._threads(num_threads))
+
+    def encode_ordinary_batch(self, texts: Iterable[str | bytes], num_threads: int | None = None) -> list[list[int]]:
+        """`encode_ordinary` of each text, in parallel."""
+        return self.pipeline.encode_batch(self._encoder, list(texts), self._threads(num_threads), split_added=False)
+
+    def count_tokens(
+        self,
+        texts: Iterable[str | bytes],
+        num_threads: int | None = None,
+        *,
+        allowed_special: SpecialSet = frozenset(),
+        disallowed_special: SpecialSet = "all",
+    ) -> np.ndarray:
+        """The number of tokens of each text (uint64)."""
+        encoded = self.pipeline.encode_batch(self._encoder, list(texts), self._threads(num_threads))
+        return np.array([len(ids) for ids in encoded], dtype=np.uint64)
+
+    def token_histogram(self, texts: Iterable[str | bytes], num_threads: int | None = None) -> np.ndarray:
+        """How often each id occurs in the ordinary encoding of `texts` (uint64, indexed by id).
+        The ids come from the file's pipeline (normaliser included), so they are built here."""
+        encoded = self.encode_ordinary_batch(texts, num_threads)
+        ids = np.fromiter((i for one in encoded for i in one), dtype=np.int64)
+        return np.bincount(ids, minlength=self.vocab_size).astype(np.uint64)
+
+    def decode(self, ids: Iterable[int] | np.ndarray, errors: str = "replace") -> str:
+        """The text of `ids` through the file's decoder, as its own library decodes it
+        (`errors` is not used: the decoder says how bytes become text)."""
+        ids = list(ids.reshape(-1) if isinstance(ids, np.ndarray) else ids)
+        self.decode_bytes(ids)  # the same DecodeError for ids that are no token
+        return self.pipeline.decode([int(token_id) for token_id in ids])
+
+    def info(self) -> dict[str, Any]:
+        """Tokenizer.info, plus the file's components, added tokens and where it loses text."""
+        return {**super().info(), **self.pipeline.info()}
+
+    def __repr__(self) -> str:
+        return (
+            f"LoadedTokenizer(loaded_from={self.pipeline.kind!r}, algorithm={self.algorithm!r}, "
+            f"segmenter={self.segmenter!r}, vocab_size={self.vocab_size})"
+        )
+
+    # ---- files ------------------------------------------------------------------------------
+
+    def _not_polytok(self) -> ConfigError:
+        written_back = " (save_huggingface writes it back)" if self.pipeline.saves_huggingface else ""
+        return ConfigError(
+            f"this tokeniser was loaded from a {self.pipeline.kind} file whose pipeline polytok's "
+            f"formats cannot hold; keep the original file{written_back}"
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        """Refused: the polytok record cannot hold a loaded pipeline."""
+        raise self._not_polytok()
+
+    def __reduce__(self) -> tuple:
+        raise self._not_polytok()
+
+    def save(self, path: str | Path) -> None:
+        """Refused: the polytok format cannot hold a loaded pipeline."""
+        raise self._not_polytok()
+
+    def save_tiktoken(self, path: str | Path) -> None:
+        """Refused: tiktoken ranks cannot hold a loaded pipeline."""
+        raise self._not_polytok()
+
+    def save_huggingface(self, path: str | Path) -> None:
+        """Writes a tokeniser read from a HF tokenizer.json back as it was read (every id kept)."""
+        self.pipeline.save_huggingface(path)

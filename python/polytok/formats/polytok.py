@@ -1,0 +1,156 @@
+"""The polytok JSON format: one file per tokeniser, fields in a fixed order (FIELDS), tokens as
+base64, and every field checked on reading so that an edited or truncated file names what is
+wrong (docs/format.md)."""
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+from polytok.errors import ConfigError, FormatError, PatternError
+from polytok.files import write_atomically
+from polytok.segmenters import SEGMENTERS
+from polytok.tokenizer import Tokenizer
+
+FORMAT_NAME = "polytok"
+FORMAT_VERSION = 1
+
+FIELDS = (
+    "format", "version", "algorithm", "segmenter", "pattern", "special_tokens", "vocab",
+    "merges", "scores", "continuation_marker", "training", "certificate",
+)
+
+
+def record(tokenizer: Tokenizer) -> dict[str, Any]:
+    """The file record of `tokenizer`, in the file's field order."""
+    certificate = tokenizer.certificate
+    if certificate is not None and hasattr(certificate, "to_dict"):
+        certificate = certificate.to_dict()
+    return {
+        "format": FORMAT_NAME,
+        "version": FORMAT_VERSION,
+        "algorithm": tokenizer.algorithm,
+        "segmenter": tokenizer.segmenter,
+        "pattern": tokenizer.pattern,
+        "special_tokens": dict(sorted(tokenizer.special_tokens.items(), key=lambda item: item[1])),
+        "vocab": [base64.b64encode(token).decode("ascii") for token in tokenizer.vocab],
+        "merges": None if tokenizer.merges is None else [list(pair) for pair in tokenizer.merges],
+        "scores": tokenizer.scores,
+        "continuation_marker": tokenizer.continuation_marker,
+        "training": tokenizer.training,
+        "certificate": certificate,
+    }
+
+
+def save_polytok(tokenizer: Tokenizer, path: str | Path) -> None:
+    """Writes the polytok JSON file, atomically and byte-identically for equal tokenisers."""
+    write_atomically(path, dumps(record(tokenizer)).encode("utf-8"))
+
+
+def dumps(record: dict[str, Any]) -> str:
+    """JSON with one top-level field per line and one list item per line (readable diffs, and a
+    truncated file's error names a line near the damage); nested objects keep sorted keys."""
+
+    def dump(value: Any) -> str:
+        return json.dumps(value, ensure_ascii=False, sort_keys=True, allow_nan=False)
+
+    lines = []
+    for name in FIELDS:
+        value = record[name]
+        if isinstance(value, list) and value:
+            items = ",\n".join("  " + dump(item) for item in value)
+            lines.append(f" {dump(name)}: [\n{items}\n ]")
+        else:
+            lines.append(f" {dump(name)}: {dump(value)}")
+    return "{\n" + ",\n".join(lines) + "\n}\n"
+
+
+def from_record(record: Any, source: str) -> Tokenizer:
+    """Checks every field of a polytok record and builds the tokeniser; FormatError names
+    `source` and the field."""
+
+    def fail(field: str, problem: str) -> FormatError:
+        return FormatError(f"{source}: field {field} {problem}")
+
+    if not isinstance(record, dict):
+        raise FormatError(f"{source}: expected a JSON object, found {type(record).__name__}")
+    if record.get("format") != FORMAT_NAME:
+        raise fail("'format'", f"is {record.get('format')!r}, expected {FORMAT_NAME!r}")
+    version = record.get("version")
+    if isinstance(version, bool) or not isinstance(version, int):
+        raise fail("'version'", f"is {version!r}, expected an integer")
+    if version != FORMAT_VERSION:
+        newer = " (written by a newer polytok)" if version > FORMAT_VERSION else ""
+        raise fail("'version'", f"is {version}{newer}; this polytok reads version {FORMAT_VERSION}")
+    for name in FIELDS:
+        if name not in record:
+            raise fail(repr(name), "is missing")
+    extra = sorted(set(record) - set(FIELDS))
+    if extra:
+        raise FormatError(f"{source}: unknown field {extra[0]!r} (known fields: {', '.join(FIELDS)})")
+
+    def expect(name: str, kinds: tuple[type, ...], nullable: bool = False) -> Any:
+        value = record[name]
+        if value is None and nullable:
+            return None
+        if not isinstance(value, kinds) or isinstance(value, bool):
+            kind = " or ".join(k.__name__ for k in kinds) + (" or null" if nullable else "")
+            raise fail(repr(name), f"is {type(value).__name__}, expected {kind}")
+        return value
+
+    algorithm = expect("algorithm", (str,))
+    segmenter = expect("segmenter", (str,))
+    if segmenter not in SEGMENTERS:
+        raise fail("'segmenter'", f"is {segmenter!r}; known segmenters: {sorted(SEGMENTERS)}")
+    pattern = expect("pattern", (str,), nullable=True)
+    special_tokens = expect("special_tokens", (dict,))
+    for text, token_id in special_tokens.items():
+        if isinstance(token_id, bool) or not isinstance(token_id, int) or token_id < 0:
+            raise fail(f"'special_tokens'[{text!r}]", f"is {token_id!r}, expected a non-negative integer id")
+    vocab_field = expect("vocab", (list,))
+    vocab = []
+    for index, item in enumerate(vocab_field):
+        if not isinstance(item, str):
+            raise fail(f"'vocab'[{index}]", f"is {type(item).__name__}, expected a base64 string")
+        try:
+            token = base64.b64decode(item, validate=True)
+        except ValueError:
+            raise fail(f"'vocab'[{index}]", f"is not valid base64: {item!r}") from None
+        if not token:
+            raise fail(f"'vocab'[{index}]", "is an empty token")
+        vocab.append(token)
+    merges = expect("merges", (list,), nullable=True)
+    if merges is not None:
+        for index, pair in enumerate(merges):
+            if (
+                not isinstance(pair, list)
+                or len(pair) != 2
+                or not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < len(vocab) for i in pair)
+            ):
+                raise fail(f"'merges'[{index}]", f"is {pair!r}, expected [left id, right id] with ids below {len(vocab)}")
+    scores = expect("scores", (list,), nullable=True)
+    if scores is not None:
+        for index, score in enumerate(scores):
+            if isinstance(score, bool) or not isinstance(score, (int, float)):
+                raise fail(f"'scores'[{index}]", f"is {score!r}, expected a number")
+        if len(scores) != len(vocab):
+            raise fail("'scores'", f"has {len(scores)} entries for {len(vocab)} tokens")
+    continuation_marker = expect("continuation_marker", (str,), nullable=True)
+    training = expect("training", (dict,), nullable=True)
+    certificate = expect("certificate", (dict,), nullable=True)
+    try:
+        return Tokenizer(
+            vocab,
+            segmenter=segmenter,
+            pattern=pattern,
+            special_tokens=special_tokens,
+            merges=None if merges is None else [tuple(pair) for pair in merges],
+            scores=scores,
+            algorithm=algorithm,
+            continuation_marker=continuation_marker,
+            training=training,
+            certificate=certificate,
+        )
+    except (ConfigError, PatternError) as error:
+        raise FormatError(f"{source}: {error}") from None
