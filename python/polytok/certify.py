@@ -10,17 +10,20 @@ tokeniser's count is at least 100% of it: the gaps reported are true optimality 
 """
 from __future__ import annotations
 
+import inspect
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Sequence
 
 import numpy as np
 
 from polytok.counts import PreTokenCounts, count
-from polytok.errors import Error, FormatError
-from polytok.lp.bound import shortest_path_tokens, single_bytes
+from polytok.errors import ConfigError, Error, FormatError
+from polytok.lp import memory
+from polytok.lp.bound import lagrangian_budgets, shortest_path_tokens, single_bytes
 from polytok.lp.graph import TokenisationGraph
-from polytok.lp.relax import check_relax_options, default_initial_colours, relax
+from polytok.lp.relax import check_relax_options, relax_budgets
+from polytok.lp.rounding import check_rounding, round_colours
 
 
 @dataclass
@@ -60,14 +63,18 @@ class Certificate:
         def line(name: str, count: int | None, gap: float | None) -> str:
             return f"{name:>22}: " + ("-" if count is None else f"{count:,} tokens ({gap:+.2f}% over the bound)")
 
-        return "\n".join([
+        lines = [
             f"{'certified lower bound':>22}: {self.bound:,.1f} tokens",
             f"{'budget K':>22}: {self.budget:,}",
             f"{'covers':>22}: {self.covers}",
             line("this tokeniser", self.tokens, self.gap),
             line("its vocabulary, fewest", self.shortest_path_tokens, self.shortest_path_gap),
             f"{'solver':>22}: {self.solver} ({self.status}), {self.seconds:.1f} s",
-        ])
+        ]
+        if stopped_early(self.status):
+            lines.append(f"{'note':>22}: the solve was stopped early; the bound is valid but weaker "
+                         "than a finished solve's")
+        return "\n".join(lines)
 
     def to_dict(self) -> dict[str, Any]:
         """JSON-ready fields, as stored in a tokeniser file."""
@@ -102,6 +109,7 @@ def certify(
     tokenizer: Any,
     corpus: Any,
     *,
+    budgets: Sequence[int] | None = None,
     solver: str = "auto",
     min_frequency: int = 1,
     initial_colours: int | str | None = "auto",
@@ -109,41 +117,184 @@ def certify(
     time_limit: float | None = None,
     tolerance: float = 1e-4,
     steps: int = 30,
+    max_token_bytes: int | None = None,
+    memory_limit: int | str | None = None,
     progress: bool = False,
     text_field: str = "text",
     text_column: str = "text",
     errors: str = "strict",
-) -> Certificate:
+) -> Certificate | list[Certificate]:
     """The certified bound for `tokenizer`'s budget on `corpus` (a PreTokenCounts, or anything
     `polytok.count` reads, with its reader options), its own token count and its shortest-path
     count, with gaps in %. The solve options are those of `polytok.lp.relax.relax`, checked
-    before the corpus is counted; none of them can make the bound invalid, only weaker."""
+    before the corpus is counted; none of them can make the bound invalid, only weaker.
+
+    With `budgets`, the tokeniser must be a BPE merge list: each budget K certifies its first K
+    merges (their tokens, their merges encoder) in one run, and one Certificate per budget comes
+    back, in the order given (see `certify_table`). `max_token_bytes` solves on the graph of
+    tokens of at most that many bytes (far smaller when pre-tokens are long); the certificate
+    still covers every vocabulary, pricing the longer substrings on the fly
+    (`polytok.lp.bound.uncapped_bound`), at the cost of a somewhat weaker bound. The run's peak memory is estimated from the counts first
+    (`polytok.lp.memory`); one that exceeds `memory_limit` (bytes, or e.g. "12G"; default: the
+    memory available) stops with a MemoryLimitError naming the options that shrink it.
+    `time_limit` or Ctrl-C during a solve ends it with a valid, weaker bound (the status says so)."""
+    if budgets is None:
+        rows = _certify(tokenizer, corpus, None, (), locals())
+        return rows[0].certificate
+    return [row.certificate for row in _certify(tokenizer, corpus, budgets, (), locals())]
+
+
+@dataclass
+class BudgetRow:
+    """One budget of `certify_table`: the certificate of the merge list's first K merges, and
+    the shortest-path token count of each ConvexTok rounding of the same relaxation."""
+
+    certificate: Certificate
+    roundings: dict[str, int]
+
+    def percentages(self) -> dict[str, float | None]:
+        """Token counts as % of the bound (the paper's Table 2): the BPE prefix, then each rounding."""
+        bound = self.certificate.bound
+
+        def percent(count: int | None) -> float | None:
+            return None if count is None or bound <= 0 else 100.0 * count / bound
+
+        return {"BPE": percent(self.certificate.tokens),
+                **{name.capitalize(): percent(count) for name, count in self.roundings.items()}}
+
+
+def certify_table(
+    tokenizer: Any,
+    corpus: Any,
+    budgets: Sequence[int],
+    *,
+    roundings: Sequence[str] = ("det", "bias", "int"),
+    **options: Any,
+) -> list[BudgetRow]:
+    """`certify(tokenizer, corpus, budgets=...)` with, per budget, the shortest-path token count
+    of each ConvexTok rounding (`polytok.lp.rounding.ROUNDINGS`, bar "price") of that
+    budget's relaxation: the rows of the paper's Table 2. Takes `certify`'s options."""
+    parameters = inspect.signature(certify).parameters
+    unknown = sorted(name for name in options if name not in parameters or name in ("tokenizer", "corpus", "budgets"))
+    if unknown:
+        raise ConfigError(f"unknown option(s) {unknown} for certify_table")
+    settings = {name: parameter.default for name, parameter in parameters.items()
+                if parameter.default is not inspect.Parameter.empty}
+    settings.update(options)
+    return _certify(tokenizer, corpus, budgets, tuple(roundings), settings)
+
+
+def _certify(tokenizer: Any, corpus: Any, budgets: Sequence[int] | None, roundings: tuple[str, ...],
+             options: dict[str, Any]) -> list[BudgetRow]:
+    """The one pipeline behind `certify` and `certify_table`."""
     start = time.perf_counter()
-    check_relax_options(solver=solver, min_frequency=min_frequency, time_limit=time_limit, tolerance=tolerance)
+    solver = options["solver"]
+    check_relax_options(solver=solver, min_frequency=options["min_frequency"], time_limit=options["time_limit"],
+                        tolerance=options["tolerance"])
+    for rounding in roundings:
+        check_rounding(rounding)
+        if rounding == "price":
+            raise ConfigError('certify_table rounds the relaxation\'s colour values; "price" is not one of them')
+    max_token_bytes = options["max_token_bytes"]
+    if max_token_bytes is not None and (not isinstance(max_token_bytes, int) or max_token_bytes < 2):
+        raise ConfigError(f"max_token_bytes must be an integer of at least 2 or None, got {max_token_bytes!r}")
+    memory_limit = memory.parse_size(options["memory_limit"])
+    entries = [(None, tokenizer)] if budgets is None else prefix_tokenizers(tokenizer, budgets)
     specials = list(getattr(tokenizer, "special_tokens", None) or [])
     if isinstance(corpus, PreTokenCounts):
         counts = corpus
     else:
-        counts = count(corpus, pattern=tokenizer.pattern, special_tokens=specials, progress=progress,
-                       text_field=text_field, text_column=text_column, errors=errors)
+        counts = count(corpus, pattern=tokenizer.pattern, special_tokens=specials, progress=options["progress"],
+                       text_field=options["text_field"], text_column=options["text_column"],
+                       errors=options["errors"])
     counts = _without(counts, {s.encode("utf-8") for s in specials})
+    what = "certify" if budgets is None else f"certify at {len(entries)} budgets"
+    memory.guard(counts, solver, max_token_bytes, what, memory_limit, cap_option=True)
+    vocabularies = [ordinary_vocabulary(entry) for _, entry in entries]
+    sizes = [len({token for token in vocabulary if len(token) > 1}) for vocabulary in vocabularies]
+    path_tokens = [shortest_path_tokens(sorted(set(vocabulary).union(single_bytes())), counts)
+                   for vocabulary in vocabularies]
+    graph = TokenisationGraph(counts, max_token_bytes)
+    order = sorted(range(len(entries)), key=lambda i: sizes[i])
+    relax_options = {name: options[name] for name in ("solver", "min_frequency", "rounds", "time_limit",
+                                                         "tolerance", "progress")}
+    initial = options["initial_colours"]
+    bounds = np.full(len(entries), -np.inf)
+    solved: dict[int, tuple[Any, float, dict[str, int]]] = {}
+    budget_list = [sizes[i] for i in order]
+    relaxations = relax_budgets(graph, budget_list, initial_colours=initial, **relax_options)
+    for i, relaxation in zip(order, relaxations):
+        stopped = stopped_early(relaxation.solution.status)
+        full = relaxation.certify(upper_bound=path_tokens[i], steps=0 if stopped else options["steps"])
+        if graph.max_token_bytes is None:
+            # Prices found for one budget bound every other: keep each budget's best over all
+            # (on a capped graph each budget would cost its own pass over the long edges).
+            bounds[order] = np.maximum(bounds[order], lagrangian_budgets(graph, full.prices, budget_list))
+        bounds[i] = max(bounds[i], full.bound)
+        rounded = {}
+        for rounding in roundings:
+            chosen = round_colours(relaxation, rounding, sizes[i])
+            rounded[rounding] = shortest_path_tokens(single_bytes() + graph.colour_bytes(chosen), counts)
+        solved[i] = (relaxation.solution, relaxation.seconds, rounded)
+        # Only one budget's prices at a time: the next solve allocates its own.
+        del relaxation, full
+    # A bound for a budget bounds every smaller one (a vocabulary of fewer tokens is one of more).
+    running = -np.inf
+    for i in sorted(range(len(entries)), key=lambda i: -sizes[i]):
+        running = bounds[i] = max(running, bounds[i])
+    rows = []
+    for i, (_, entry) in enumerate(entries):
+        solution, seconds, rounded = solved[i]
+        certificate = Certificate.from_counts(
+            bound=float(bounds[i]), budget=sizes[i], covers=graph.certificate_covers(sizes[i]),
+            tokens=encoder_tokens(entry, counts), shortest_path_tokens=path_tokens[i],
+            solver=solution.solver, status=solution.status, residuals=solution.residuals,
+            seconds=seconds if budgets is not None else time.perf_counter() - start,
+        )
+        rows.append(BudgetRow(certificate, rounded))
+    return rows
+
+
+def stopped_early(status: str) -> bool:
+    """Whether a solver status says the solve stopped before it finished (a time limit or
+    Ctrl-C): its bound is still valid, only weaker."""
+    squeezed = status.upper().replace("_", "").replace(" ", "")
+    return "TIMELIMIT" in squeezed or squeezed == "INTERRUPTED"
+
+
+def prefix_tokenizers(tokenizer: Any, budgets: Sequence[int]) -> list[tuple[int, Any]]:
+    """(K, the BPE tokeniser of the first K merges of `tokenizer`) for each budget: the 256
+    bytes, then the token each merge makes, encoding by replaying those merges."""
+    from polytok.tokenizer import Tokenizer
+
+    merges = getattr(tokenizer, "merges", None)
+    if not merges:
+        raise ConfigError("budgets= certifies the prefixes of a BPE merge list, and this tokeniser has no merges")
+    budgets = list(budgets)
+    if not budgets:
+        raise ConfigError("budgets must name at least one budget K")
+    for budget in budgets:
+        if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or not 1 <= budget <= len(merges):
+            raise ConfigError(f"each budget must be an integer from 1 to the {len(merges)} merges, got {budget!r}")
     vocabulary = ordinary_vocabulary(tokenizer)
-    budget = len({token for token in vocabulary if len(token) > 1})
-    path_tokens = shortest_path_tokens(sorted(set(vocabulary).union(single_bytes())), counts)
-    graph = TokenisationGraph(counts)
-    if initial_colours == "auto":
-        initial_colours = default_initial_colours(budget)
-    relaxation = relax(graph, budget, solver=solver, min_frequency=min_frequency,
-                       initial_colours=initial_colours, rounds=rounds, time_limit=time_limit,
-                       tolerance=tolerance, progress=progress)
-    full = relaxation.certify(upper_bound=path_tokens, steps=steps)
-    solution = relaxation.solution
-    return Certificate.from_counts(
-        bound=full.bound, budget=budget, covers=graph.covers(budget),
-        tokens=encoder_tokens(tokenizer, counts), shortest_path_tokens=path_tokens,
-        solver=solution.solver, status=solution.status, residuals=solution.residuals,
-        seconds=time.perf_counter() - start,
-    )
+    tokens = single_bytes()
+    ids = {token: i for i, token in enumerate(tokens)}
+    remapped, size_after = [], [len(tokens)]
+    for index, (left, right) in enumerate(merges[: max(budgets)]):
+        try:
+            pair = (ids[vocabulary[left]], ids[vocabulary[right]])
+        except (IndexError, KeyError):
+            raise ConfigError(f"merge {index} ({left}, {right}) joins tokens that are neither bytes nor made by an "
+                              "earlier merge; budgets= needs a byte-level BPE merge list") from None
+        merged = vocabulary[left] + vocabulary[right]
+        if merged not in ids:
+            ids[merged] = len(tokens)
+            tokens.append(merged)
+        remapped.append(pair)
+        size_after.append(len(tokens))
+    return [(int(budget), Tokenizer(tokens[:size_after[budget]], segmenter="merges", pattern=tokenizer.pattern,
+                                    merges=remapped[:budget], algorithm="bpe"))
+            for budget in budgets]
 
 
 def ordinary_vocabulary(tokenizer: Any) -> list[bytes]:

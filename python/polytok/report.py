@@ -167,6 +167,27 @@ def plot_tax(comparison: Mapping[str, Any]) -> bytes:
     return _grouped_bars(comparison, "tax", f"Cost relative to {comparison['reference']} ({comparison['cost']})", 1.0)
 
 
+def plot_gap_vs_budget(percentages: Mapping[int, Mapping[str, float | None]]) -> bytes:
+    """Each tokeniser's token count over the certified bound (in %) against the budget K, one
+    line per tokeniser, K on a log scale: `{K: {"BPE": 103.1, "Det": 100.4, ...}}`, the numbers
+    of `polytok.certify.BudgetRow.percentages` (`polytok certify --budgets ... --plot`)."""
+    budgets = sorted(percentages)
+    names = list(dict.fromkeys(name for budget in budgets for name in percentages[budget]))
+    figure = _figure()
+    axes = figure.add_subplot()
+    for name in names:
+        points = [(budget, percentages[budget].get(name)) for budget in budgets]
+        points = [(budget, value - 100.0) for budget, value in points if value is not None]
+        axes.plot([p[0] for p in points], [p[1] for p in points], marker="o", label=name)
+    axes.set_xscale("log", base=2)
+    axes.set_xlabel("budget K (tokens beyond the 256 bytes)")
+    axes.set_ylabel("tokens over the certified bound (%)")
+    axes.axhline(0.0, color="black", linewidth=0.8)
+    axes.set_title("Gap to the certified lower bound")
+    axes.legend(fontsize="small")
+    return _png(figure)
+
+
 def write_corpus_plots(statistics: Mapping[str, Any], directory: str | os.PathLike) -> list[Path]:
     """Write rank-frequency.png and growth.png into `directory` (created if missing)."""
     directory = Path(directory)

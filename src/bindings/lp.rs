@@ -1,19 +1,45 @@
 //! The ConvexTok LP (`polytok.lp`): the tokenisation graph, its reduced LP and shortest paths,
 //! and the dual solver's state.
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
+use pyo3::exceptions::PyKeyboardInterrupt;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict};
 
 use super::counts::counts_view;
+use crate::lp::census::census;
 use crate::lp::dual_ascent::DualAscent;
 use crate::lp::graph::{check_temperature, TokenGraph};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyTokenGraph>()?;
     m.add_class::<PyDualAscent>()?;
+    m.add_function(wrap_pyfunction!(substring_census, m)?)?;
     Ok(())
+}
+
+/// (edges, colours, colours with one edge) of the graph of counted pre-tokens (the counts
+/// triple) with token edges of at most `max_token_bytes` (0: no cap), without building it.
+#[pyfunction]
+#[pyo3(signature = (data, offsets, counts, max_token_bytes))]
+fn substring_census(
+    py: Python<'_>,
+    data: &[u8],
+    offsets: PyReadonlyArray1<'_, i64>,
+    counts: PyReadonlyArray1<'_, u64>,
+    max_token_bytes: usize,
+) -> PyResult<(usize, usize, usize)> {
+    let view = counts_view(data, &offsets, &counts)?;
+    let offsets: Vec<usize> = view.offsets().iter().map(|&o| o as usize).collect();
+    let max_len = if max_token_bytes == 0 {
+        usize::MAX
+    } else {
+        max_token_bytes
+    };
+    let found = py.detach(|| census(data, &offsets, max_len));
+    Ok((found.edges, found.colours, found.single_edge_colours))
 }
 
 /// Python view of the tokenisation graph; see `polytok.lp.graph`.
@@ -147,6 +173,25 @@ impl PyTokenGraph {
         Ok((total, on_path.into_pyarray(py)))
     }
 
+    /// Sum of the shortest paths on the uncapped graph, the longer edges priced from `theta`
+    /// (see `TokenGraph::uncapped_shortest_paths`).
+    fn uncapped_shortest_paths(
+        &self,
+        py: Python<'_>,
+        mu: PyReadonlyArray1<'_, f64>,
+        theta: f64,
+    ) -> PyResult<f64> {
+        let mu = mu.as_slice()?;
+        self.inner.check_prices(mu)?;
+        if !(theta >= 0.0) || theta.is_infinite() {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "theta must be finite and >= 0, got {theta}"
+            )));
+        }
+        let inner = &self.inner;
+        Ok(py.detach(|| inner.uncapped_shortest_paths(mu, theta)))
+    }
+
     /// (smoothed sum, hard sum, marginals) of `TokenGraph::soft_paths` at prices mu.
     fn soft_paths<'py>(
         &self,
@@ -183,7 +228,9 @@ impl PyDualAscent {
 
     /// Runs one stage of `iterations` L-BFGS steps at path temperature `tau`, then up to
     /// `extend` more while the best exact bound rose by more than `gain` of itself over the
-    /// last 10; stops early after `seconds` (None: no limit). Returns the steps run.
+    /// last 10; stops early after `seconds` (None: no limit) or at Ctrl-C (checked before
+    /// every step). Returns (steps run, whether Ctrl-C stopped it); a KeyboardInterrupt is
+    /// consumed, any other error a signal handler raises is raised.
     #[pyo3(signature = (graph, tau, iterations, memory, seconds, extend, gain))]
     #[allow(clippy::too_many_arguments)]
     fn stage(
@@ -196,10 +243,34 @@ impl PyDualAscent {
         seconds: Option<f64>,
         extend: usize,
         gain: f64,
-    ) -> PyResult<usize> {
+    ) -> PyResult<(usize, bool)> {
         let deadline = seconds.map(|s| Instant::now() + Duration::from_secs_f64(s.max(0.0)));
         let (inner, graph) = (&mut self.inner, &graph.inner);
-        Ok(py.detach(|| inner.stage(graph, tau, iterations, memory, deadline, extend, gain))?)
+        let failure: Mutex<Option<PyErr>> = Mutex::new(None);
+        let end = py.detach(|| {
+            // Signals are only seen with the GIL held: take it briefly before every step.
+            let stop = || match Python::attach(|py| py.check_signals()) {
+                Ok(()) => false,
+                Err(error) => {
+                    *failure.lock().expect("signal error slot") = Some(error);
+                    true
+                }
+            };
+            inner.stage(
+                graph, tau, iterations, memory, deadline, extend, gain, &stop,
+            )
+        })?;
+        if let Some(error) = failure.into_inner().expect("signal error slot") {
+            if !error.is_instance_of::<PyKeyboardInterrupt>(py) {
+                return Err(error);
+            }
+        }
+        Ok((end.iterations, end.stopped))
+    }
+
+    /// Moves the ascent to budget K, keeping its prices and lambda as the next stage's start.
+    fn set_budget(&mut self, graph: PyRef<'_, PyTokenGraph>, budget: usize) -> PyResult<()> {
+        Ok(self.inner.set_budget(&graph.inner, budget)?)
     }
 
     /// Best exact L(mu) seen (not yet lowered by a rounding margin).

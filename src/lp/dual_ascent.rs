@@ -176,7 +176,8 @@ impl DualAscent {
 
     /// One temperature stage of projected L-BFGS in the scaled variables x = point / scale.
     /// After `iterations`, up to `extend` more run while the best exact bound still rose by
-    /// more than `gain` of itself over the last `WINDOW` iterations. Returns the iterations run.
+    /// more than `gain` of itself over the last `WINDOW` iterations; `stop` is asked before
+    /// every iteration. Returns the iterations run and whether `stop` ended the stage.
     #[allow(clippy::too_many_arguments)]
     fn run_stage(
         &mut self,
@@ -187,10 +188,13 @@ impl DualAscent {
         gain: f64,
         memory: usize,
         deadline: Option<Instant>,
-    ) -> usize {
+        stop: &dyn Fn() -> bool,
+    ) -> StageEnd {
         let colour_tau = tau * self.colour_tau_ratio * self.price_scale;
         let n = self.point.len();
-        let point = self.point.clone();
+        // Taken, not copied (the stage works on x and writes the point back at its end): at
+        // the paper's scale every vector of this length is gigabytes.
+        let point = std::mem::take(&mut self.point);
         let mut g = vec![0.0; n];
         let (mut f, _) = self.evaluate(graph, &point, tau, colour_tau, &mut g);
         // Stage preconditioner: 1 / sqrt(curvature + its mean), so that the scaled variables
@@ -208,7 +212,9 @@ impl DualAscent {
                 }
             })
             .collect();
+        drop(diagonal);
         let mut x: Vec<f64> = point.iter().zip(&scale).map(|(p, s)| p / s).collect();
+        drop(point);
         g.iter_mut().zip(&scale).for_each(|(g, s)| *g *= s);
         // Curvature pairs, oldest first, their vectors recycled. They are kept in f32: reading
         // them dominates the direction's cost, and single precision halves it (products are
@@ -222,8 +228,13 @@ impl DualAscent {
         let active = |x: f64, g: f64| x <= 0.0 && g > 0.0;
         let mut history = vec![self.best_value];
         let mut done = 0;
+        let mut stopped = false;
         while done < iterations + extend {
             if deadline.is_some_and(|limit| Instant::now() >= limit) {
+                break;
+            }
+            if stop() {
+                stopped = true;
                 break;
             }
             if done >= iterations {
@@ -389,11 +400,18 @@ impl DualAscent {
             done += 1;
             history.push(self.best_value);
         }
-        self.point = x.iter().zip(&scale).map(|(x, s)| x * s).collect();
+        // The vectors of the stage go before the final evaluation, so that its scratch space
+        // never adds to their peak.
+        drop((pairs, spare, d, trial, unscaled, g_trial));
+        let point: Vec<f64> = x.iter().zip(&scale).map(|(x, s)| x * s).collect();
+        drop((x, scale));
         // Leave the colour values and marginals those of the final point.
-        let point = self.point.clone();
         self.evaluate(graph, &point, tau, colour_tau, &mut g);
-        done
+        self.point = point;
+        StageEnd {
+            iterations: done,
+            stopped,
+        }
     }
 }
 
@@ -420,22 +438,7 @@ impl DualAscent {
             .collect();
         let variables = free.len() + 1;
         let free_colour = free.iter().map(|&e| g.edge_colour[e]).collect();
-        let mut frequencies: Vec<u64> = g.colour_frequency.clone();
-        let price_scale = if budget == 0 || frequencies.is_empty() {
-            1.0
-        } else {
-            let split = frequencies.len() - budget.min(frequencies.len());
-            (*frequencies.select_nth_unstable(split).1 as f64 / 4.0).max(1.0)
-        };
-        // A colour's price total M_t can only approach lambda if it is frequent; a rare colour
-        // smoothed at the full temperature would still count sigmoid(-lambda / colour_tau) of a
-        // token, and the many rare colours together would push lambda up by about
-        // colour_tau x ln(#colours / K) (at 5 MB and K=1024 about twice its optimum).
-        let colour_scale = g
-            .colour_frequency
-            .iter()
-            .map(|&f| (f as f64 / 4.0 / price_scale).min(1.0))
-            .collect();
+        let (price_scale, colour_scale) = colour_scales(g, budget);
         Ok(DualAscent {
             colour_scale,
             tied_edges,
@@ -456,10 +459,28 @@ impl DualAscent {
         })
     }
 
+    /// Moves the ascent to another budget, keeping its point (mu and lambda) as the start of
+    /// the next stage: a warm start, since prices for one budget are near those for the next.
+    /// The best exact value is forgotten (it was for the old budget); the best point becomes
+    /// the current one until a stage evaluates another.
+    pub fn set_budget(&mut self, graph: &TokenGraph, budget: usize) -> Result<(), DualError> {
+        if graph.edge_colour.len() != self.marginals.len() {
+            return Err(DualError::OtherGraph);
+        }
+        let (price_scale, colour_scale) = colour_scales(graph, budget);
+        self.budget = budget;
+        self.price_scale = price_scale;
+        self.colour_scale = colour_scale;
+        self.best_value = f64::NEG_INFINITY;
+        self.best_point.copy_from_slice(&self.point);
+        Ok(())
+    }
+
     /// Runs one stage of `iterations` L-BFGS steps at path temperature `tau` on the graph the
     /// ascent started on, then up to `extend` more while the best exact bound rose by more than
     /// `gain` of itself over the last 10 (keeping `memory` curvature pairs, at least 1); stops
-    /// early at `deadline`. Returns the steps run.
+    /// early at `deadline` or when `stop` (asked before every step) says so. Returns the steps
+    /// run and whether `stop` ended it.
     #[allow(clippy::too_many_arguments)]
     pub fn stage(
         &mut self,
@@ -470,7 +491,8 @@ impl DualAscent {
         deadline: Option<Instant>,
         extend: usize,
         gain: f64,
-    ) -> Result<usize, DualError> {
+        stop: &dyn Fn() -> bool,
+    ) -> Result<StageEnd, DualError> {
         check_temperature(tau).map_err(DualError::Graph)?;
         if graph.edge_colour.len() != self.marginals.len() {
             return Err(DualError::OtherGraph);
@@ -486,6 +508,7 @@ impl DualAscent {
             gain,
             memory.max(1),
             deadline,
+            stop,
         ))
     }
 
@@ -528,6 +551,35 @@ impl DualAscent {
     pub fn budget_price(&self) -> f64 {
         self.point[self.point.len() - 1]
     }
+}
+
+/// How a stage ended: the L-BFGS steps it ran, and whether its `stop` check ended it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StageEnd {
+    pub iterations: usize,
+    pub stopped: bool,
+}
+
+/// The price scale of a budget (a quarter of the K-th largest weighted colour frequency, at
+/// least 1) and each colour's temperature relative to it: min(1, its frequency / 4 / scale).
+fn colour_scales(g: &TokenGraph, budget: usize) -> (f64, Vec<f64>) {
+    let mut frequencies: Vec<u64> = g.colour_frequency.clone();
+    let price_scale = if budget == 0 || frequencies.is_empty() {
+        1.0
+    } else {
+        let split = frequencies.len() - budget.min(frequencies.len());
+        (*frequencies.select_nth_unstable(split).1 as f64 / 4.0).max(1.0)
+    };
+    // A colour's price total M_t can only approach lambda if it is frequent; a rare colour
+    // smoothed at the full temperature would still count sigmoid(-lambda / colour_tau) of a
+    // token, and the many rare colours together would push lambda up by about
+    // colour_tau x ln(#colours / K) (at 5 MB and K=1024 about twice its optimum).
+    let colour_scale = g
+        .colour_frequency
+        .iter()
+        .map(|&f| (f as f64 / 4.0 / price_scale).min(1.0))
+        .collect();
+    (price_scale, colour_scale)
 }
 
 /// The sum of the `k` largest entries (all of them when there are at most k); reorders `values`.

@@ -16,6 +16,10 @@ use rustc_hash::FxHashMap;
 /// Marks a full-graph edge whose colour is not in the reduced LP.
 const DROPPED: u32 = u32::MAX;
 
+/// The share of its bound a long edge's price takes in `uncapped_shortest_paths`: a colour's
+/// total then stays below theta despite the rounding of its many terms (each within 2^-53).
+const LONG_EDGE_SHARE: f64 = 1.0 - 1e-9;
+
 /// An input of the graph's computations whose length is fixed by the graph.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum GraphInput {
@@ -67,7 +71,8 @@ pub struct TokenGraph {
     pub(crate) colour_len: Vec<u32>,
     /// Sum of n_w over every occurrence of the colour as an edge.
     pub(crate) colour_frequency: Vec<u64>,
-    /// Reduced-LP priced edge of each full edge, or DROPPED; set by `reduced_lp`.
+    /// Reduced-LP priced edge of each full edge, or DROPPED; set by `reduced_lp` (empty before
+    /// the first: the dual solver never builds an LP and never pays for it).
     edge_lp: Vec<u32>,
     /// Weight (merged count) of the segment each reduced-LP priced edge belongs to.
     lp_edge_weight: Vec<f64>,
@@ -115,7 +120,16 @@ impl TokenGraph {
     pub fn new(data: Vec<u8>, offsets: Vec<usize>, counts: Vec<u64>, max_len: usize) -> Self {
         let n = counts.len();
         let mut edge_start = Vec::with_capacity(n + 1);
-        let mut edge_colour = Vec::new();
+        // Reserved exactly: a growing vector would hold up to twice the edges at its peak.
+        let total: usize = (0..n)
+            .map(|w| {
+                let len = offsets[w + 1] - offsets[w];
+                (0..len)
+                    .map(|i| (len.min(i.saturating_add(max_len)) + 1).saturating_sub(i + 2))
+                    .sum::<usize>()
+            })
+            .sum();
+        let mut edge_colour = Vec::with_capacity(total);
         let mut colour_start = Vec::new();
         let mut colour_len = Vec::new();
         let mut colour_frequency = Vec::new();
@@ -143,7 +157,6 @@ impl TokenGraph {
             }
             edge_start.push(edge_colour.len());
         }
-        let edges = edge_colour.len();
         TokenGraph {
             data,
             offsets,
@@ -154,10 +167,15 @@ impl TokenGraph {
             colour_start,
             colour_len,
             colour_frequency,
-            edge_lp: vec![DROPPED; edges],
+            edge_lp: Vec::new(),
             lp_edge_weight: Vec::new(),
             soft_plan: std::sync::OnceLock::new(),
         }
+    }
+
+    /// The reduced-LP priced edge of full edge e, DROPPED when none (or no LP built yet).
+    fn lp_edge(&self, e: usize) -> u32 {
+        self.edge_lp.get(e).copied().unwrap_or(DROPPED)
     }
 
     pub(crate) fn word_len(&self, w: usize) -> usize {
@@ -351,7 +369,8 @@ impl TokenGraph {
 
         // Map every full edge of a candidate colour to its reduced-LP edge: a segment's
         // candidate edges appear in the same canonical order in each of its occurrences.
-        self.edge_lp.iter_mut().for_each(|x| *x = DROPPED);
+        self.edge_lp.clear();
+        self.edge_lp.resize(self.edge_colour.len(), DROPPED);
         for w in 0..n {
             let len = self.word_len(w);
             let pieces = &word_segments[w];
@@ -451,6 +470,72 @@ impl TokenGraph {
         (total, on_path)
     }
 
+    /// Sum over pre-tokens of the shortest path on each pre-token's *uncapped* graph, when this
+    /// graph is capped at `max_len` bytes: its own edges cost n_w + mu_e, and every longer
+    /// substring edge (i, j), generated on the fly and never stored, costs
+    /// n_w + theta x n_w / F x LONG_EDGE_SHARE, with F the smallest weighted frequency of the
+    /// `max_len`-byte windows inside w[i..j]. A window occurs wherever the long substring does,
+    /// so F bounds the long colour's own frequency and its price total M_t stays below `theta`;
+    /// with theta the K-th largest colour total of this graph, no long colour enters the top-K
+    /// sum, and the Lagrangian bound holds for every vocabulary, of tokens of any length.
+    /// Summed in pre-token order (independent of the thread count).
+    pub fn uncapped_shortest_paths(&self, mu: &[f64], theta: f64) -> f64 {
+        let n = self.counts.len();
+        let m = self.max_len;
+        let per_word: Vec<f64> = (0..n)
+            .into_par_iter()
+            .map_init(
+                || (Vec::new(), Vec::new()),
+                |(dist, window): &mut (Vec<f64>, Vec<f64>), w| {
+                    let len = self.word_len(w);
+                    let count = self.counts[w] as f64;
+                    dist.clear();
+                    dist.resize(len + 1, f64::INFINITY);
+                    dist[0] = 0.0;
+                    let long = m < len;
+                    window.clear();
+                    if long {
+                        // The frequency of window (a, a + m): the last edge of position a.
+                        let mut e = self.edge_start[w];
+                        for _ in 0..=(len - m) {
+                            window.push(
+                                self.colour_frequency[self.edge_colour[e + m - 2] as usize] as f64,
+                            );
+                            e += m - 1;
+                        }
+                    }
+                    let share = theta * count * LONG_EDGE_SHARE;
+                    let mut e = self.edge_start[w];
+                    for i in 0..len {
+                        let here = dist[i];
+                        if here + count < dist[i + 1] {
+                            dist[i + 1] = here + count;
+                        }
+                        for j in ends(i, len, m) {
+                            let cost = here + count + mu[e];
+                            if cost < dist[j] {
+                                dist[j] = cost;
+                            }
+                            e += 1;
+                        }
+                        if long && i + m < len {
+                            let mut fewest = window[i];
+                            for j in (i + m + 1)..=len {
+                                fewest = fewest.min(window[j - m]);
+                                let cost = here + count + share / fewest;
+                                if cost < dist[j] {
+                                    dist[j] = cost;
+                                }
+                            }
+                        }
+                    }
+                    dist[len]
+                },
+            )
+            .collect();
+        per_word.iter().sum()
+    }
+
     /// Length in bytes of full edge e of pre-token w.
     fn edge_length(&self, _w: usize, e: usize) -> usize {
         self.colour_len[self.edge_colour[e] as usize] as usize
@@ -466,14 +551,14 @@ impl TokenGraph {
             .map_init(
                 || (Vec::new(), Vec::new()),
                 |(dist, via), w| {
-                    self.distances(w, mu, |e| self.edge_lp[e] != DROPPED, dist, via);
+                    self.distances(w, mu, |e| self.lp_edge(e) != DROPPED, dist, via);
                     let len = self.word_len(w);
                     let count = self.counts[w] as f64;
                     let mut out = Vec::with_capacity(self.edge_start[w + 1] - self.edge_start[w]);
                     let mut e = self.edge_start[w];
                     for i in 0..len {
                         for j in ends(i, len, self.max_len) {
-                            out.push(if self.edge_lp[e] == DROPPED {
+                            out.push(if self.lp_edge(e) == DROPPED {
                                 (dist[j] - dist[i] - count).max(0.0)
                             } else {
                                 mu[e]
@@ -497,7 +582,7 @@ impl TokenGraph {
         for w in 0..n {
             let count = self.counts[w] as f64;
             for e in self.edge_start[w]..self.edge_start[w + 1] {
-                let lp = self.edge_lp[e];
+                let lp = self.lp_edge(e);
                 if lp != DROPPED {
                     mu[e] = lp_mu[lp as usize] * count / self.lp_edge_weight[lp as usize];
                 }

@@ -14,6 +14,7 @@ EXAMPLES = """examples:
   polytok train -o tok.json                         # BPE, 32768 tokens, bundled corpus
   polytok train corpus.txt -a bpe -v 50257 --special '<|endoftext|>' -o tok.json
   polytok train --counts counts.ptc -a convex -v 4096 --rounding det -o convex.json
+  polytok train --counts counts.ptc -a convex -v 4352,8448 --solver dual -o convex-{vocab_size}.json
   polytok train corpus.txt -v 32768 -o tok.tiktoken --format tiktoken"""
 
 
@@ -23,7 +24,9 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--counts", help="a counts file from `polytok count` instead of a corpus")
     parser.add_argument("-o", "--output", required=True, help="tokeniser file to write")
     parser.add_argument("-a", "--algorithm", default="bpe", help="bpe, convex (and the others polytok.train knows)")
-    parser.add_argument("-v", "--vocab-size", type=int, default=32768, help="total vocabulary size, bytes and specials included")
+    parser.add_argument("-v", "--vocab-size", type=vocab_sizes, default=32768,
+                        help="total vocabulary size, bytes and specials included; convex: several, comma-separated, "
+                             "train one tokeniser each in one run (-o then needs {vocab_size})")
     parser.add_argument("--pattern", default="cl100k", help="preset (gpt2, cl100k, o200k, nanochat), a regex, or 'none'")
     parser.add_argument("--special", action="append", default=[], help="special token (repeatable); gets an id after the learned tokens")
     parser.add_argument("--min-frequency", type=int, default=None, help="BPE: stop when no pair is this frequent")
@@ -31,6 +34,8 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--solver", default=None, help="convex: auto, highs, pdlp, cuopt or dual (no LP: smoothed dual ascent)")
     parser.add_argument("--time-limit", type=float, default=None, help="convex: solver time limit in seconds")
     parser.add_argument("--max-token-bytes", type=int, default=None, help="convex: longest token considered")
+    parser.add_argument("--memory-limit", default=None,
+                        help="convex: stop before solving when the estimated peak exceeds this (e.g. 12G; default: the memory available)")
     parser.add_argument("--threads", type=int, default=None, help="worker threads (default: all cores)")
     parser.add_argument(
         "--format",
@@ -39,6 +44,17 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
         help="file format to write",
     )
     add_corpus_options(parser)
+
+
+def vocab_sizes(value: str) -> int | list[int]:
+    """'32768' -> 32768, '4352,8448' -> [4352, 8448]."""
+    try:
+        sizes = [int(part) for part in value.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"--vocab-size takes an integer or comma-separated integers, got {value!r}") from None
+    if not sizes:
+        raise argparse.ArgumentTypeError("--vocab-size needs a size")
+    return sizes[0] if len(sizes) == 1 and "," not in value else sizes
 
 
 def run_train(args: argparse.Namespace) -> None:
@@ -51,10 +67,14 @@ def run_train(args: argparse.Namespace) -> None:
             "solver": args.solver,
             "time_limit": args.time_limit,
             "max_token_bytes": args.max_token_bytes,
+            "memory_limit": args.memory_limit,
             "num_threads": args.threads,
         }.items()
         if value is not None
     }
+    several = isinstance(args.vocab_size, list)
+    if several and "{vocab_size}" not in args.output:
+        raise ConfigError(f"several vocab sizes write several files: -o needs '{{vocab_size}}' in it, got {args.output!r}")
     if args.counts:
         if args.corpus:
             raise ConfigError("give either a corpus or --counts, not both")
@@ -63,7 +83,7 @@ def run_train(args: argparse.Namespace) -> None:
         # polytok.train checks every option before it counts the corpus.
         source = list(args.corpus) if args.corpus else default_corpus()
         options.update(pattern=pattern(args.pattern), **reader_options(args))
-    tokenizer = polytok.train(
+    trained = polytok.train(
         source,
         algorithm=args.algorithm,
         vocab_size=args.vocab_size,
@@ -71,14 +91,16 @@ def run_train(args: argparse.Namespace) -> None:
         progress=not args.quiet,
         **options,
     )
-    if args.format == "tiktoken":
-        tokenizer.save_tiktoken(args.output)
-    elif args.format == "huggingface":
-        tokenizer.save_huggingface(args.output)
-    else:
-        tokenizer.save(args.output)
-    if not args.quiet:
-        print(f"{args.algorithm} tokeniser, {tokenizer.vocab_size:,} tokens -> {args.output}", file=sys.stderr)
+    for tokenizer in trained if several else [trained]:
+        output = args.output.replace("{vocab_size}", str(tokenizer.vocab_size))
+        if args.format == "tiktoken":
+            tokenizer.save_tiktoken(output)
+        elif args.format == "huggingface":
+            tokenizer.save_huggingface(output)
+        else:
+            tokenizer.save(output)
+        if not args.quiet:
+            print(f"{args.algorithm} tokeniser, {tokenizer.vocab_size:,} tokens -> {output}", file=sys.stderr)
 
 
 COMMANDS = {

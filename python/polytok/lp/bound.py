@@ -67,7 +67,8 @@ class LagrangianValue:
     """L(mu) on the full graph, with the pieces a subgradient step needs."""
 
     bound: float
-    """Certified: value minus the rounding margin."""
+    """Certified for every vocabulary: value minus the rounding margin; on a length-capped graph,
+    L at these prices extended to every longer substring (`uncapped_bound`)."""
     value: float
     shortest_paths: float
     top_prices: float
@@ -87,15 +88,50 @@ def top_k(prices: np.ndarray, budget: int) -> np.ndarray:
 
 
 def lagrangian(graph: TokenisationGraph, prices: np.ndarray, budget: int) -> LagrangianValue:
-    """L(mu) = sum_w shortestpath_w(n_w + mu_e) - sum of the K largest M_t, certified."""
+    """L(mu) = sum_w shortestpath_w(n_w + mu_e) - sum of the K largest M_t, certified (on a
+    capped graph, `value` is the graph's own L and `bound` the uncapped one)."""
     prices = np.ascontiguousarray(prices, dtype=np.float64)
     shortest, on_path = graph.core.shortest_paths(prices)
     colour_prices = np.bincount(graph.edge_colours, weights=prices, minlength=graph.num_colours)
     chosen = top_k(colour_prices, budget)
     top = float(np.sum(colour_prices[chosen]))
     value = shortest - top
-    margin = RELATIVE_MARGIN * (shortest + top)
-    return LagrangianValue(value - margin, value, shortest, top, colour_prices, on_path, chosen)
+    if graph.max_token_bytes is None:
+        bound = value - RELATIVE_MARGIN * (shortest + top)
+    else:
+        bound = uncapped_bound(graph, prices, colour_prices, chosen, budget, top)
+    return LagrangianValue(bound, value, shortest, top, colour_prices, on_path, chosen)
+
+
+def uncapped_bound(graph: TokenisationGraph, prices: np.ndarray, colour_prices: np.ndarray, chosen: np.ndarray,
+                   budget: int, top: float) -> float:
+    """The certified L on the *uncapped* graph of a graph capped at max_token_bytes, at its
+    prices extended to the longer substrings: each long edge is priced, on the fly, at the
+    K-th largest colour total theta times n_w over the smallest frequency of its windows of
+    max_token_bytes bytes, so no long colour's total reaches theta and the top-K sum is the
+    capped graph's (`TokenGraph::uncapped_shortest_paths`). The long edges are never stored:
+    the bound covers every vocabulary at the capped graph's memory."""
+    theta = float(colour_prices[chosen[-1]]) if 0 < budget == len(chosen) else 0.0
+    longest = graph.core.uncapped_shortest_paths(prices, theta)
+    return longest - top - RELATIVE_MARGIN * (longest + top)
+
+
+def lagrangian_budgets(graph: TokenisationGraph, prices: np.ndarray, budgets: list[int]) -> np.ndarray:
+    """The certified L(mu) at one set of prices for each of several budgets: one shortest-path
+    pass, then the top-K sums of one sort of the colour totals. Prices found for one budget
+    bound every other (L is a bound for any mu), so a run over many budgets can keep, for each,
+    the best value over every price vector it evaluated."""
+    if graph.max_token_bytes is not None:
+        raise ValueError("lagrangian_budgets evaluates uncapped graphs only (a capped graph's bound needs "
+                         "one pass per budget: use lagrangian)")
+    prices = np.ascontiguousarray(prices, dtype=np.float64)
+    shortest, _ = graph.core.shortest_paths(prices)
+    colour_prices = np.bincount(graph.edge_colours, weights=prices, minlength=graph.num_colours)
+    # Summed from the largest down, so each top-K sum is a prefix sum of one order.
+    descending = np.sort(colour_prices)[::-1]
+    prefix = np.concatenate([[0.0], np.cumsum(descending)])
+    top = prefix[np.minimum(np.asarray(budgets, dtype=np.int64), len(descending))]
+    return shortest - top - RELATIVE_MARGIN * (shortest + top)
 
 
 def _kth_largest(values: np.ndarray, budget: int) -> float:

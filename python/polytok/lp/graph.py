@@ -124,6 +124,15 @@ class TokenisationGraph:
             "that never crosses a pre-token, on this counted corpus"
         )
 
+    def certificate_covers(self, budget: int) -> str:
+        """What a certificate from this graph covers: every vocabulary, also on a capped graph,
+        whose certificates price the longer substrings on the fly (`polytok.lp.bound.lagrangian`)."""
+        sentence = (f"every vocabulary of the 256 single bytes plus at most {budget} tokens that never crosses a "
+                    "pre-token, on this counted corpus")
+        if self.max_token_bytes is None:
+            return sentence
+        return sentence + f" (solved over tokens of at most {self.max_token_bytes} bytes, longer ones priced on the fly)"
+
     def colour_bytes(self, colours: np.ndarray) -> list[bytes]:
         return self.core.colour_bytes([int(c) for c in colours])
 

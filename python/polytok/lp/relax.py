@@ -7,7 +7,8 @@ edge prices and colour values directly.
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Iterator
 
 import numpy as np
 import scipy.sparse
@@ -21,13 +22,20 @@ from polytok.lp.bound import (
     dropped_colour_excess,
     project_duals,
 )
-from polytok.lp.dual import dual_ascent
+from polytok.lp.dual import dual_ascent_budgets
 from polytok.lp.graph import LinearProgram, TokenisationGraph
+from polytok.lp.memory import check_lp
 from polytok.lp.solvers import SOLVERS, Solution, resolve, solve
 from polytok.progress import progress_bar
 
 RELAX_SOLVERS = SOLVERS + ("dual",)
 """Every `relax` solver: the LP backends and the LP-free dual ascent."""
+
+_DUAL_RESTRICTION = (
+    'solver="dual" works on the graph it is given: min_frequency and max_token_bytes restrict '
+    "the LP, so they apply to the LP solvers only (for the dual solver, cap the graph: "
+    "TokenisationGraph(counts, max_token_bytes))"
+)
 
 
 def default_initial_colours(budget: int) -> int:
@@ -78,11 +86,8 @@ def check_relax_options(
         raise ConfigError(f"unknown solver {solver!r}; expected one of {', '.join(RELAX_SOLVERS)}")
     if max_token_bytes is not None and max_token_bytes < 2:
         raise ConfigError(f"max_token_bytes must be at least 2 or None, got {max_token_bytes}")
-    if solver == "dual" and (min_frequency > 1 or max_token_bytes is not None):
-        raise ConfigError(
-            'solver="dual" works on the full graph: min_frequency and max_token_bytes restrict '
-            "the LP, so they apply to the LP solvers only"
-        )
+    if solver == "dual" and min_frequency > 1:
+        raise ConfigError(_DUAL_RESTRICTION)
     if time_limit is not None and not time_limit > 0:
         raise ConfigError(f"time_limit must be > 0 seconds, got {time_limit}")
     if not tolerance > 0:
@@ -125,7 +130,9 @@ def relax(
     check_relax_options(solver=solver, min_frequency=min_frequency, max_token_bytes=max_token_bytes,
                         time_limit=time_limit, tolerance=tolerance)
     if solver == "dual":
-        return _relax_dual(graph, budget, min_frequency, max_token_bytes, tolerance, time_limit, progress)
+        if max_token_bytes is not None:
+            raise ConfigError(_DUAL_RESTRICTION)
+        return next(_relax_dual(graph, [budget], tolerance, time_limit, progress))
     start = time.perf_counter()
     candidate = graph.colour_frequencies >= max(1, min_frequency)
     if max_token_bytes is not None:
@@ -149,40 +156,87 @@ def relax(
         if max_token_bytes is not None:
             addable = graph.colour_lengths <= max_token_bytes
         round_number = 0
-        while True:
-            lp = graph.linear_program_over(budget, candidate)
-            if start_point is not None:
-                start_point = carry_over(graph, lp, *start_point)
-            # With every colour already in, nothing can be added: solve to the final tolerance at once.
-            final = round_number == rounds or bool(candidate[addable].all())
-            solution = _solve_round(lp, solver, time_limit, tolerance if final else screening, threads,
-                                    start_point, history, bar)
-            excess = _improving(graph, lp, solution, budget, max_token_bytes, history)
-            if not final and not excess.any() and screening > tolerance:
-                # Nothing to add: finish this LP at the final tolerance from where it stopped.
-                resume = (solution.primal, solution.duals) if warm_start else None
-                bar.total += 1
-                solution = _solve_round(lp, solver, time_limit, tolerance, threads, resume, history, bar)
+        solved = None  # the candidate colours, LP and solution of the last solve finished
+        try:
+            while True:
+                check_lp(graph, candidate)
+                lp = graph.linear_program_over(budget, candidate)
+                if start_point is not None:
+                    start_point = carry_over(graph, lp, *start_point)
+                # With every colour already in, nothing can be added: solve to the final tolerance at once.
+                final = round_number == rounds or bool(candidate[addable].all())
+                solution = _solve_round(lp, solver, time_limit, tolerance if final else screening, threads,
+                                        start_point, history, bar)
+                solved = (candidate, lp, solution)
                 excess = _improving(graph, lp, solution, budget, max_token_bytes, history)
-                final = True
-            bar.set_postfix(status=solution.status, improving_colours=history[-1]["improving_colours"])
-            if final or not excess.any():
-                break
-            candidate = candidate | (excess > 0)
-            if warm_start:
-                start_point = saved_point(graph, lp, solution)
-            round_number += 1
+                if not final and not excess.any() and screening > tolerance:
+                    # Nothing to add: finish this LP at the final tolerance from where it stopped.
+                    resume = (solution.primal, solution.duals) if warm_start else None
+                    bar.total += 1
+                    solution = _solve_round(lp, solver, time_limit, tolerance, threads, resume, history, bar)
+                    solved = (candidate, lp, solution)
+                    excess = _improving(graph, lp, solution, budget, max_token_bytes, history)
+                    final = True
+                bar.set_postfix(status=solution.status, improving_colours=history[-1]["improving_colours"])
+                if final or not excess.any():
+                    break
+                candidate = candidate | (excess > 0)
+                if warm_start:
+                    start_point = saved_point(graph, lp, solution)
+                round_number += 1
+        except KeyboardInterrupt:
+            return _interrupted(graph, budget, solved, history, start)
     colour_values = np.zeros(graph.num_colours)
     colour_values[lp.colours] = np.clip(solution.primal[lp.colour_columns], 0.0, 1.0)
     return Relaxation(graph, lp, solution, colour_values, history, time.perf_counter() - start, budget)
 
 
-def _relax_dual(graph, budget, min_frequency, max_token_bytes, tolerance, time_limit, progress) -> Relaxation:
+def relax_budgets(graph: TokenisationGraph, budgets: list[int], **options) -> Iterator[Relaxation]:
+    """`relax` at each budget in turn, yielded as each finishes (certify one before asking for the
+    next: an LP's duals map onto the graph only until the next LP is built); initial_colours
+    "auto" is `default_initial_colours` of each budget. With
+    solver="dual" one ascent runs through the budgets, each warm-started from the previous one's
+    prices (`polytok.lp.dual.dual_ascent_budgets`); the LP solvers solve each budget afresh."""
+    initial = options.pop("initial_colours", None)
+    if options.get("solver", "auto") != "dual":
+        for budget in budgets:
+            colours = default_initial_colours(budget) if initial == "auto" else initial
+            yield relax(graph, budget, initial_colours=colours, **options)
+        return
+    check_relax_options(**{name: options[name] for name in
+                           ("solver", "min_frequency", "max_token_bytes", "time_limit", "tolerance") if name in options})
+    if options.get("max_token_bytes") is not None:
+        raise ConfigError(_DUAL_RESTRICTION)
+    yield from _relax_dual(graph, budgets, options.get("tolerance", 1e-4), options.get("time_limit"),
+                           options.get("progress", False))
+
+
+def _relax_dual(graph, budgets, tolerance, time_limit, progress) -> Iterator[Relaxation]:
     """`relax` with solver="dual": smoothed dual ascent over every colour of the full graph."""
     start = time.perf_counter()
-    solution, colour_values, stages = dual_ascent(graph, budget, tolerance=tolerance, time_limit=time_limit,
-                                                  progress=progress)
-    return Relaxation(graph, None, solution, colour_values, stages, time.perf_counter() - start, budget)
+    for budget, (solution, colour_values, stages) in zip(
+        budgets, dual_ascent_budgets(graph, budgets, tolerance=tolerance, time_limit=time_limit, progress=progress)
+    ):
+        yield Relaxation(graph, None, solution, colour_values, stages, time.perf_counter() - start, budget)
+        start = time.perf_counter()
+
+
+def _interrupted(graph, budget, solved, history, start) -> Relaxation:
+    """The relaxation of a column generation stopped by Ctrl-C: the last solve that finished
+    (its LP rebuilt if a later one was built since, so its duals map onto the graph again), or
+    with none, zero prices (which certify the number of pre-tokens)."""
+    if solved is None:
+        solution = Solution(primal=np.zeros(graph.num_colours), duals=np.zeros(graph.num_edges), objective=float("nan"),
+                            status="INTERRUPTED", solver="none", seconds=0.0, iterations=0, residuals={})
+        return Relaxation(graph, None, solution, np.zeros(graph.num_colours), history,
+                          time.perf_counter() - start, budget)
+    candidate, lp, solution = solved
+    if lp.build != graph.builds:
+        lp = graph.linear_program_over(budget, candidate)
+    solution = replace(solution, status="INTERRUPTED")
+    colour_values = np.zeros(graph.num_colours)
+    colour_values[lp.colours] = np.clip(solution.primal[lp.colour_columns], 0.0, 1.0)
+    return Relaxation(graph, lp, solution, colour_values, history, time.perf_counter() - start, budget)
 
 
 def _improving(graph, lp, solution, budget, max_token_bytes, history) -> np.ndarray:

@@ -53,20 +53,28 @@ def train(
     corpus_or_counts: PreTokenCounts | str | Iterable[str | bytes],
     algorithm: str = "bpe",
     *,
-    vocab_size: int,
+    vocab_size: int | Sequence[int],
     pattern: str | None = _UNSET,
     special_tokens: Sequence[str] = (),
     num_threads: int | None = None,
     progress: bool = True,
     **options: Any,
-) -> "Tokenizer":
+) -> "Tokenizer | list[Tokenizer]":
     """Train a tokeniser of `vocab_size` tokens with `algorithm` on a corpus (anything
-    `polytok.count` reads; `pattern` defaults to cl100k) or on PreTokenCounts (their pattern is used)."""
+    `polytok.count` reads; `pattern` defaults to cl100k) or on PreTokenCounts (their pattern is
+    used). With algorithm="convex", a list of sizes trains one tokeniser per size in one run."""
     trainer = TRAINERS.get(algorithm)
     if trainer is None:
         raise ConfigError(f"unknown algorithm {algorithm!r}; known: {', '.join(sorted(TRAINERS))}")
     special_tokens = check_special_tokens(special_tokens)
-    learned = budget(vocab_size, special_tokens, base_size(algorithm, options))
+    if isinstance(vocab_size, (list, tuple)):
+        # One run for several sizes: only ConvexTok shares its solve between them.
+        if algorithm != "convex" or not vocab_size:
+            raise ConfigError(f"a list of vocab sizes needs algorithm='convex' and at least one size, got "
+                              f"{algorithm!r} and {list(vocab_size)!r}")
+        learned: int | list[int] = [budget(size, special_tokens, base_size(algorithm, options)) for size in vocab_size]
+    else:
+        learned = budget(vocab_size, special_tokens, base_size(algorithm, options))
     corpus_options = {name: options.pop(name) for name in CORPUS_OPTIONS if name in options}
     accepted = inspect.signature(trainer).parameters
     unknown = sorted(name for name in options if name not in accepted or name in _GIVEN)

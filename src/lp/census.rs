@@ -1,0 +1,131 @@
+//! How big a tokenisation graph will be, counted before it is built: its edges, its colours
+//! (distinct substrings) and how many colours have a single edge, in a fraction of the graph's
+//! memory (one 64-bit key per edge, sorted in place; no hash map of substrings).
+//!
+//! A key is a polynomial hash of the substring modulo the Mersenne prime 2^61 - 1, mixed and
+//! combined with its length; two distinct substrings share a key with probability about 2^-61 per pair, so
+//! the counts are exact for every practical purpose. They feed a memory estimate, never a bound.
+use rayon::prelude::*;
+
+/// Edge, colour and single-edge colour counts of a graph (see the module).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Census {
+    pub edges: usize,
+    pub colours: usize,
+    /// Colours with exactly one edge.
+    pub single_edge_colours: usize,
+}
+
+const MERSENNE: u64 = (1 << 61) - 1;
+/// The hash's base: a fixed odd number below the prime, so the census is deterministic.
+const BASE: u64 = 0x1f3d_5b79_a2c4_e681 % MERSENNE;
+
+/// (a x b) mod 2^61 - 1.
+#[inline]
+fn mul_mod(a: u64, b: u64) -> u64 {
+    let product = (a as u128) * (b as u128);
+    let folded = (product as u64 & MERSENNE) + (product >> 61) as u64;
+    if folded >= MERSENNE {
+        folded - MERSENNE
+    } else {
+        folded
+    }
+}
+
+/// A 64-bit mix (splitmix64's finaliser), so that keys of different lengths spread apart.
+#[inline]
+fn mix(mut x: u64) -> u64 {
+    x ^= x >> 30;
+    x = x.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    x ^= x >> 27;
+    x = x.wrapping_mul(0x94d0_49bb_1331_11eb);
+    x ^ (x >> 31)
+}
+
+/// The census of the graph of the pre-tokens data[offsets[w]..offsets[w + 1]], with token edges
+/// of 2 to `max_len` bytes.
+pub fn census(data: &[u8], offsets: &[usize], max_len: usize) -> Census {
+    let n = offsets.len().saturating_sub(1);
+    let per_word = |w: usize| {
+        let len = offsets[w + 1] - offsets[w];
+        (0..len)
+            .map(|i| (len.min(i.saturating_add(max_len)) + 1).saturating_sub(i + 2))
+            .sum::<usize>()
+    };
+    let counts: Vec<usize> = (0..n).into_par_iter().map(per_word).collect();
+    let edges: usize = counts.iter().sum();
+    let mut keys = vec![0u64; edges];
+    let mut slices: Vec<&mut [u64]> = Vec::with_capacity(n);
+    let mut rest: &mut [u64] = &mut keys;
+    for &count in &counts {
+        let (head, tail) = rest.split_at_mut(count);
+        slices.push(head);
+        rest = tail;
+    }
+    slices.into_par_iter().enumerate().for_each(|(w, out)| {
+        let word = &data[offsets[w]..offsets[w + 1]];
+        let mut k = 0;
+        for i in 0..word.len() {
+            let mut hash = u64::from(word[i]) + 1;
+            let last = word.len().min(i.saturating_add(max_len));
+            for (j, &byte) in word.iter().enumerate().take(last).skip(i + 1) {
+                hash = mul_mod(hash, BASE) + u64::from(byte) + 1;
+                if hash >= MERSENNE {
+                    hash -= MERSENNE;
+                }
+                out[k] = mix(hash) ^ ((j + 1 - i) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
+                k += 1;
+            }
+        }
+    });
+    keys.par_sort_unstable();
+    let (mut colours, mut single) = (0, 0);
+    let mut start = 0;
+    while start < keys.len() {
+        let mut end = start + 1;
+        while end < keys.len() && keys[end] == keys[start] {
+            end += 1;
+        }
+        colours += 1;
+        single += usize::from(end - start == 1);
+        start = end;
+    }
+    Census {
+        edges,
+        colours,
+        single_edge_colours: single,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    #[test]
+    fn census_counts_distinct_substrings() {
+        let words: [&[u8]; 4] = [b"abcab", b"abab", b"x", b"cabca"];
+        let data: Vec<u8> = words.concat();
+        let mut offsets = vec![0];
+        for word in words {
+            offsets.push(offsets.last().unwrap() + word.len());
+        }
+        for max_len in [2, 3, usize::MAX] {
+            let mut seen: HashMap<&[u8], usize> = HashMap::new();
+            for word in words {
+                for i in 0..word.len() {
+                    for j in (i + 2)..=word.len().min(i.saturating_add(max_len)) {
+                        *seen.entry(&word[i..j]).or_default() += 1;
+                    }
+                }
+            }
+            let got = census(&data, &offsets, max_len);
+            assert_eq!(got.edges, seen.values().sum::<usize>());
+            assert_eq!(got.colours, seen.len());
+            assert_eq!(
+                got.single_edge_colours,
+                seen.values().filter(|&&c| c == 1).count()
+            );
+        }
+    }
+}
