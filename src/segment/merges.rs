@@ -383,14 +383,22 @@ impl<R: MergeRule> MergesSegmenter<R> {
                 merged: NONE,
             })
             .collect();
-        let join_at = |nodes: &[Node], i: usize| -> (u32, u32) {
+        // A pair's join depends only on its two ids (their bytes are fixed), and a long piece
+        // meets the same pairs again and again: remembering them saves hashing long byte strings.
+        let mut joins: FxHashMap<u64, (u32, u32)> = FxHashMap::default();
+        let mut join_at = |nodes: &[Node], i: usize| -> (u32, u32) {
             let right = nodes[i].next as usize;
             if right >= n {
                 return (NONE, NONE);
             }
-            let end = nodes[right].next as usize;
-            self.rule
-                .join(&self.whole, piece, i, end, nodes[i].id, nodes[right].id)
+            let (left_id, right_id) = (nodes[i].id, nodes[right].id);
+            *joins
+                .entry(((left_id as u64) << 32) | right_id as u64)
+                .or_insert_with(|| {
+                    let end = nodes[right].next as usize;
+                    self.rule
+                        .join(&self.whole, piece, i, end, left_id, right_id)
+                })
         };
         let mut pending: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
         for i in 0..n - 1 {
@@ -401,6 +409,8 @@ impl<R: MergeRule> MergesSegmenter<R> {
             }
         }
         let mut same_rank: BinaryHeap<Reverse<u32>> = BinaryHeap::new();
+        // Swept buckets, emptied, for later ranks to reuse: less fresh memory to fault in.
+        let mut spare: Vec<Vec<u32>> = Vec::new();
         while let Some((rank, mut positions)) = pending.pop_first() {
             positions.sort_unstable();
             same_rank.clear();
@@ -432,7 +442,10 @@ impl<R: MergeRule> MergesSegmenter<R> {
                     _ if new_rank == rank => same_rank.push(Reverse(position as u32)),
                     _ => {
                         lower |= new_rank < rank;
-                        pending.entry(new_rank).or_default().push(position as u32);
+                        pending
+                            .entry(new_rank)
+                            .or_insert_with(|| spare.pop().unwrap_or_default())
+                            .push(position as u32);
                     }
                 };
                 let (new_rank, merged) = join_at(&nodes, i);
@@ -452,6 +465,8 @@ impl<R: MergeRule> MergesSegmenter<R> {
                     break;
                 }
             }
+            positions.clear();
+            spare.push(positions);
         }
         let mut i = 0;
         while i < n {
