@@ -21,6 +21,7 @@ use std::collections::{BTreeMap, BinaryHeap};
 
 use rustc_hash::FxHashMap;
 
+use super::cache::{le_words, packed};
 use super::dropout::segment_with_dropout;
 use super::rng::SplitMix64;
 use super::{ByteRole, RandomKind, RandomSegmenter, Segmenter, VocabularyError};
@@ -58,20 +59,14 @@ pub struct TokenMap {
     long: FxHashMap<Box<[u8]>, u32>,
 }
 
-#[inline]
+#[inline(always)]
 fn small_key(bytes: &[u8]) -> u64 {
-    let mut packed = [0u8; 8];
-    packed[..bytes.len()].copy_from_slice(bytes);
-    packed[7] = bytes.len() as u8;
-    u64::from_le_bytes(packed)
+    le_words(bytes).0 | (bytes.len() as u64) << 56
 }
 
-#[inline]
+#[inline(always)]
 fn medium_key(bytes: &[u8]) -> u128 {
-    let mut packed = [0u8; 16];
-    packed[..bytes.len()].copy_from_slice(bytes);
-    packed[15] = bytes.len() as u8;
-    u128::from_le_bytes(packed)
+    packed(bytes)
 }
 
 impl TokenMap {
@@ -258,18 +253,13 @@ impl<R: MergeRule> Segmenter for MergesSegmenter<R> {
         Some(self)
     }
 
-    /// A single byte, or a piece that is one whole token.
+    /// A single byte (a table lookup; a whole token costs a hash lookup, as the cache does).
     #[inline(always)]
     fn segment_directly(&self, piece: &[u8], out: &mut Vec<u32>) -> bool {
-        let id = if piece.len() == 1 {
-            self.byte_ids[piece[0] as usize]
-        } else {
-            match self.whole.get(piece) {
-                Some(id) => id,
-                None => return false,
-            }
-        };
-        out.push(id);
+        if piece.len() != 1 {
+            return false;
+        }
+        out.push(self.byte_ids[piece[0] as usize]);
         true
     }
 
@@ -277,7 +267,9 @@ impl<R: MergeRule> Segmenter for MergesSegmenter<R> {
         if self.segment_directly(piece, out) {
             return;
         }
-        if piece.len() <= FLAT_SCAN_MAX_LEN {
+        if let Some(id) = self.whole.get(piece) {
+            out.push(id);
+        } else if piece.len() <= FLAT_SCAN_MAX_LEN {
             PARTS.with(|parts| self.merge_flat(piece, &mut parts.borrow_mut(), out));
         } else {
             self.merge_buckets(piece, out);

@@ -21,7 +21,7 @@ pub trait Segmenter: Send + Sync {
     fn segment(&self, piece: &[u8], out: &mut Vec<u32>);
 
     /// Appends the cut of `piece` and returns true if it costs less than a cache lookup (e.g. a
-    /// piece that is one whole token); false, with `out` untouched, otherwise. The cut must be
+    /// single byte); false, with `out` untouched, otherwise. The cut must be
     /// the one `segment` gives.
     fn segment_directly(&self, _piece: &[u8], _out: &mut Vec<u32>) -> bool {
         false
