@@ -1,17 +1,23 @@
-"""Encoding throughput: polytok vs tiktoken (single thread) and vs HF tokenizers (all cores),
-on the same 32k BPE ranks, the cl100k pattern and a ~20 MB mix of ../shared/data.
+"""Encoding throughput: polytok vs gigatoken and tiktoken, on the real o200k_base and cl100k_base
+ranks and a polytok-trained 32k BPE (cl100k pattern), over ../shared/data cut into documents.
 
-The ranks are trained once with HF tokenizers (the cl100k regex, made Oniguruma-safe) and cached
-under benchmarks/out/. Before timing, the three libraries must give identical ids on a sample.
-Each measurement runs in a fresh process, so its peak memory (RSS above the process's baseline
-after loading the data and the tokeniser) is its own. Prints median wall time, MB/s, peak
-memory and the ratios the targets are stated in.
+Every measurement runs in its own spawned process. One-thread runs are pinned to one core
+(sched_setaffinity, RAYON_NUM_THREADS=1) and encode document by document, with the ids as a
+Python list and as a numpy array; batch runs hand all documents to each library's batch call on
+every core. Before timing, each run's ids (all documents, in order) are hashed with SHA-256 and
+the hashes must be equal across libraries. Prints MB/s, peak memory (RSS above the process's
+baseline) and polytok's speed over each peer.
 
-    python benchmarks/bench_encode.py [--mb 20] [--repeats 3] [--hf-single-thread]
+    python benchmarks/bench_encode.py [--mb 25] [--repeats 3] [--vocab o200k cl100k bpe32k]
+    python benchmarks/bench_encode.py --worst-case        # 1 MB vs 4 MB runs of one character
+
+The real ranks come from the bpe-openai wheel (checked against tiktoken's SHA-256, see
+tests/real_vocabularies.py); the 32k BPE is trained once and cached under benchmarks/out/.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import multiprocessing
 import os
 import statistics
@@ -19,18 +25,26 @@ import sys
 import time
 from pathlib import Path
 
-DATA = Path(__file__).resolve().parents[1].parent.parent / "shared" / "data"
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent.parent / "shared" / "data"
 if not DATA.is_dir():
     DATA = Path("/work/shared/data")
 OUT = Path(__file__).resolve().parent / "out"
-VOCAB_SIZE = 32768
 DOCUMENT_BYTES = 4096
+VOCABS = ["o200k", "cl100k", "bpe32k"]
+LIBRARIES = ["polytok", "gigatoken", "tiktoken"]
+# mode -> (one thread?, description)
+MODES = {
+    "list": (True, "one thread, ids as a Python list"),
+    "numpy": (True, "one thread, ids as numpy"),
+    "batch": (False, "all cores, batch, ids as lists"),
+    "batch-numpy": (False, "all cores, batch, ids as arrays"),
+}
 
 
 def documents(megabytes: float) -> list[str]:
     """The shared data files, repeated to `megabytes`, cut into documents of about 4 KB at line ends."""
-    files = sorted(DATA.glob("*.txt"))
-    texts = [path.read_text(encoding="utf-8") for path in files]
+    texts = [path.read_text(encoding="utf-8") for path in sorted(DATA.glob("*.txt"))]
     target = int(megabytes * 1e6)
     docs: list[str] = []
     size = 0
@@ -46,71 +60,109 @@ def documents(megabytes: float) -> list[str]:
     return docs
 
 
-def trained_tokenizer():
-    """The 32k cl100k-pattern BPE tokeniser, trained by HF tokenizers once and cached."""
+def rank_files() -> dict[str, Path]:
+    """name -> rank file of the real vocabularies, unpacked (and hash-checked) once into benchmarks/out."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from real_vocabularies import SHA256, unpack
+
+    directory = OUT / "openai-ranks"
+    paths = {name: directory / f"{name}.tiktoken" for name in SHA256}
+    if not all(path.exists() for path in paths.values()):
+        unpack(directory)
+    return paths
+
+
+def trained_bpe(vocab_size: int = 32768):
+    """polytok's 32k BPE on ../shared/data with the cl100k pattern, trained once and cached."""
     import polytok
-    from polytok.formats.huggingface.write import to_oniguruma
-    from polytok.pretokenize import PRESETS
 
-    cached = OUT / f"bpe-{VOCAB_SIZE}-cl100k.json"
-    if cached.exists():
-        return polytok.load(cached)
-    import tokenizers
-    from tokenizers import models, pre_tokenizers, trainers
-
-    OUT.mkdir(exist_ok=True)
-    hf = tokenizers.Tokenizer(models.BPE())
-    hf.pre_tokenizer = pre_tokenizers.Sequence(
-        [
-            pre_tokenizers.Split(tokenizers.Regex(to_oniguruma(PRESETS["cl100k"])), behavior="isolated"),
-            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-        ]
-    )
-    trainer = trainers.BpeTrainer(vocab_size=VOCAB_SIZE, initial_alphabet=pre_tokenizers.ByteLevel.alphabet(), show_progress=False)
-    print(f"training {VOCAB_SIZE} BPE ranks with HF tokenizers (once; cached in {cached}) ...", flush=True)
-    hf.train([str(path) for path in sorted(DATA.glob("*.txt"))], trainer)
-    hf_path = OUT / "hf-trained-tokenizer.json"
-    hf.save(str(hf_path))
-    loaded = polytok.load(hf_path)
-    # The same tokeniser with the preset's own spelling of the pattern (same split).
-    tokenizer = polytok.Tokenizer(loaded.vocab, segmenter="merges", pattern="cl100k", merges=loaded.merges)
-    tokenizer.save(cached)
-    hf_path.unlink()
-    return tokenizer
+    cached = OUT / f"polytok-bpe-{vocab_size}-cl100k.json"
+    if not cached.exists():
+        OUT.mkdir(exist_ok=True)
+        print(f"training a {vocab_size} BPE with polytok (once; cached in {cached}) ...", flush=True)
+        files = [str(path) for path in sorted(DATA.glob("*.txt"))]
+        polytok.train(files, algorithm="bpe", vocab_size=vocab_size, pattern="cl100k", progress=False).save(cached)
+    return polytok.load(cached)
 
 
-def tiktoken_encoding(tokenizer):
+def tiktoken_encoding(vocab: str):
     import tiktoken
 
-    ranks = {token: rank for rank, token in enumerate(tokenizer.vocab)}
-    return tiktoken.Encoding("bench", pat_str=tokenizer.pattern, mergeable_ranks=ranks, special_tokens={})
+    if vocab == "bpe32k":
+        tokenizer = trained_bpe()
+        ranks = {token: rank for rank, token in enumerate(tokenizer.vocab)}
+        return tiktoken.Encoding("bpe32k", pat_str=tokenizer.pattern, mergeable_ranks=ranks, special_tokens={})
+    rank_files()
+    os.environ["TIKTOKEN_CACHE_DIR"] = str(OUT / "openai-ranks" / "cache")  # offline: the checked files
+    return tiktoken.get_encoding(f"{vocab}_base")
 
 
-def hf_tokenizer(tokenizer):
-    import tokenizers
+def polytok_tokenizer(vocab: str):
+    import polytok
 
-    OUT.mkdir(exist_ok=True)
-    path = OUT / "bench-tokenizer.json"
-    tokenizer.save_huggingface(path)
-    return tokenizers.Tokenizer.from_file(str(path))
+    if vocab == "bpe32k":
+        return trained_bpe()
+    encoding = tiktoken_encoding(vocab)
+    return polytok.load_tiktoken(rank_files()[f"{vocab}_base"], pattern=vocab, special_tokens=encoding._special_tokens)
 
 
-def make_encoder(library: str, tokenizer, single_thread: bool):
-    """A function docs -> total number of tokens, for one library and threading mode."""
+def gigatoken_tokenizer(vocab: str):
+    import gigatoken
+
+    if vocab == "bpe32k":
+        path = OUT / "polytok-bpe-32768-cl100k.tiktoken"
+        if not path.exists():
+            trained_bpe().save_tiktoken(path)
+        return gigatoken.Tokenizer.from_tiktoken(path, pretokenizer="cl100k", special_tokens={})
+    return gigatoken.Tokenizer.from_tiktoken(rank_files()[f"{vocab}_base"])
+
+
+def make_encoder(library: str, vocab: str, mode: str):
+    """docs -> (number of tokens, the ids of every document as one uint32 array for the hash).
+    The timed call is the first; the second builds the array outside the timing."""
+    import numpy as np
+
     if library == "polytok":
-        if single_thread:
-            return lambda docs: sum(len(tokenizer.encode_ordinary(doc)) for doc in docs)
-        return lambda docs: sum(map(len, tokenizer.encode_ordinary_batch(docs)))
-    if library == "tiktoken":
-        encoding = tiktoken_encoding(tokenizer)
-        if single_thread:
-            return lambda docs: sum(len(encoding.encode_ordinary(doc)) for doc in docs)
+        tokenizer = polytok_tokenizer(vocab)
+        calls = {
+            "list": lambda docs: [tokenizer.encode_ordinary(doc) for doc in docs],
+            "numpy": lambda docs: [tokenizer.encode_to_numpy(doc, disallowed_special=()) for doc in docs],
+            "batch": lambda docs: tokenizer.encode_ordinary_batch(docs),
+            "batch-numpy": lambda docs: tokenizer.encode_batch_to_numpy(docs, disallowed_special=())[0],
+        }
+    elif library == "gigatoken":
+        tokenizer = gigatoken_tokenizer(vocab)
+        backend = tokenizer.backend
+        calls = {
+            "list": lambda docs: [backend.encode(doc).tolist() for doc in docs],
+            "numpy": lambda docs: [backend.encode(doc) for doc in docs],
+            "batch": lambda docs: backend.encode_batch_list(docs, parallel=True),
+            "batch-numpy": lambda docs: backend.encode_batch(docs, parallel=True),
+        }
+    elif library == "tiktoken":
+        encoding = tiktoken_encoding(vocab)
         threads = os.cpu_count()
-        return lambda docs: sum(map(len, encoding.encode_ordinary_batch(docs, num_threads=threads)))
-    if library == "hf":
-        hf = hf_tokenizer(tokenizer)
-        return lambda docs: sum(len(encoding.ids) for encoding in hf.encode_batch(docs, add_special_tokens=False))
-    raise ValueError(library)
+        calls = {
+            "list": lambda docs: [encoding.encode_ordinary(doc) for doc in docs],
+            "numpy": lambda docs: [encoding.encode_to_numpy(doc, disallowed_special=()) for doc in docs],
+            "batch": lambda docs: encoding.encode_ordinary_batch(docs, num_threads=threads),
+        }
+    else:
+        raise ValueError(library)
+    if mode not in calls:
+        return None
+    call = calls[mode]
+
+    def flatten(result) -> "np.ndarray":
+        if library == "gigatoken" and mode == "batch-numpy":
+            import awkward
+
+            return np.asarray(awkward.flatten(result), dtype=np.uint32)
+        if isinstance(result, np.ndarray):
+            return result.astype(np.uint32)
+        return np.concatenate([np.asarray(ids, dtype=np.uint32) for ids in result] or [np.zeros(0, np.uint32)])
+
+    return call, flatten
 
 
 def reset_peak_rss() -> None:
@@ -126,77 +178,146 @@ def rss_mb(field: str) -> float:
     raise RuntimeError(f"{field} not in /proc/self/status")
 
 
-def measure(library: str, single_thread: bool, megabytes: float, repeats: int, queue) -> None:
-    """Child process: times `repeats` runs; reports (median s, tokens, peak RSS MB above the RSS
-    before the timed runs, i.e. what encoding itself needs: buffers, thread pools, the ids)."""
-    if library == "hf" and single_thread:
-        os.environ["RAYON_NUM_THREADS"] = "1"
-        os.environ["RAYON_RS_NUM_CPUS"] = "1"
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    tokenizer = trained_tokenizer()
+def measure(library: str, vocab: str, mode: str, megabytes: float, repeats: int, queue) -> None:
+    """Child process: hashes the ids, then times `repeats` runs; reports (sha256, tokens,
+    median s, peak RSS MB above the RSS before the timed runs)."""
+    if MODES[mode][0]:
+        os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     docs = documents(megabytes)
-    encode = make_encoder(library, tokenizer, single_thread)
-    encode(docs[:50])  # warm up (thread pools, caches)
+    made = make_encoder(library, vocab, mode)
+    if made is None:
+        queue.put(None)
+        return
+    call, flatten = made
+    ids = flatten(call(docs))  # also the warm-up
+    digest = hashlib.sha256(ids.tobytes()).hexdigest()
+    del ids
     reset_peak_rss()
     baseline = rss_mb("VmRSS")
-    times, tokens = [], 0
+    times = []
     for _ in range(repeats):
         start = time.perf_counter()
-        tokens = encode(docs)
+        result = call(docs)
         times.append(time.perf_counter() - start)
-    queue.put((statistics.median(times), tokens, rss_mb("VmHWM") - baseline))
+        del result
+    queue.put((digest, statistics.median(times), rss_mb("VmHWM") - baseline))
 
 
-def run_child(library: str, single_thread: bool, megabytes: float, repeats: int) -> tuple[float, int, float]:
+def run_child(target, *args):
     context = multiprocessing.get_context("spawn")
     queue = context.Queue()
-    process = context.Process(target=measure, args=(library, single_thread, megabytes, repeats, queue))
+    process = context.Process(target=target, args=(*args, queue))
     process.start()
     result = queue.get()
     process.join()
+    if process.exitcode != 0:
+        raise SystemExit(f"{args[:3]}: the measuring process failed (exit code {process.exitcode})")
     return result
 
 
-def check_agreement(tokenizer, docs: list[str]) -> None:
-    """polytok, tiktoken and HF give the same ids on a sample of the documents."""
-    sample = docs[:: max(1, len(docs) // 300)]
-    ours = [tokenizer.encode_ordinary(doc) for doc in sample]
-    if [tiktoken_encoding(tokenizer).encode_ordinary(doc) for doc in sample] != ours:
-        raise SystemExit("tiktoken ids differ from polytok's on the sample")
-    hf = hf_tokenizer(tokenizer)
-    if [encoding.ids for encoding in hf.encode_batch(sample, add_special_tokens=False)] != ours:
-        raise SystemExit("HF ids differ from polytok's on the sample")
-    print(f"ids agree on {len(sample)} sample documents (polytok = tiktoken = HF)")
+def speed(args) -> None:
+    docs = documents(args.mb)
+    megabytes = sum(len(doc.encode("utf-8")) for doc in docs) / 1e6
+    print(f"{megabytes:.1f} MB in {len(docs)} documents from {DATA}; {os.cpu_count()} cores; median of {args.repeats}; "
+          f"one-thread runs pinned to one core")
+    # Prepare the files once, so no child trains or unpacks.
+    rank_files()
+    trained_bpe()
+    print(f"{'vocab':<7} {'mode':<12} {'library':<10} {'MB/s':>8} {'peak MB':>8}  sha256")
+    for vocab in args.vocab:
+        for mode in args.modes:
+            results = {}
+            for library in LIBRARIES:
+                result = run_child(measure, library, vocab, mode, args.mb, args.repeats)
+                if result is None:
+                    continue
+                digest, seconds, peak = result
+                results[library] = (digest, seconds)
+                print(f"{vocab:<7} {mode:<12} {library:<10} {megabytes / seconds:8.1f} {peak:8.1f}  {digest[:16]}", flush=True)
+            digests = {digest for digest, _ in results.values()}
+            if len(digests) != 1:
+                raise SystemExit(f"{vocab} {mode}: the libraries' ids differ: {results}")
+            ours = results["polytok"][1]
+            ratios = ", ".join(f"{results[peer][1] / ours:.2f}x {peer}" for peer in results if peer != "polytok")
+            print(f"{vocab:<7} {mode:<12} polytok = {ratios} (same ids)", flush=True)
+
+
+# ---- the worst case: time against input length --------------------------------------------
+
+RUNS = {"a": "a", "spaces": " ", "^": "^", "newlines": "\n", "emoji": "🙂", "CJK": "中"}
+
+
+def worst_case_tokenizers() -> dict[str, object]:
+    """segmenter label -> tokeniser: merges on the real ranks, then `trained_tokenizers`."""
+    tokenizers = {f"merges {vocab}": polytok_tokenizer(vocab) for vocab in ("o200k", "cl100k")}
+    return {**tokenizers, **trained_tokenizers()}
+
+
+def trained_tokenizers() -> dict[str, object]:
+    """segmenter label -> polytok-trained tokeniser: the 32k BPE, and 8k tokenisers of the other
+    three segmenters (trained on 2 MB of ../shared/data, cached)."""
+    import polytok
+
+    tokenizers = {"merges bpe32k": trained_bpe()}
+    text = "".join(path.read_text(encoding="utf-8")[:350_000] for path in sorted(DATA.glob("*.txt")))
+    for algorithm, options in (("wordpiece", {"min_frequency": 2}), ("unigram", {}), ("convex", {"solver": "dual"})):
+        cached = OUT / f"polytok-{algorithm}-8192-cl100k.json"
+        if not cached.exists():
+            print(f"training an 8192 {algorithm} tokeniser (once; cached in {cached}) ...", flush=True)
+            tokenizer = polytok.train(polytok.texts(text.splitlines(keepends=True)), algorithm=algorithm,
+                                      vocab_size=8192, pattern="cl100k", progress=False, **options)
+            tokenizer.save(cached)
+        tokenizer = polytok.load(cached)
+        tokenizers[f"{tokenizer.segmenter}"] = tokenizer
+    return tokenizers
+
+
+def time_run(tokenizer, text: str, repeats: int) -> float:
+    """The least CPU time (user + system, so page faults count) of `repeats` encodings of `text`."""
+    best = float("inf")
+    for _ in range(repeats):
+        start = time.process_time()
+        tokenizer.encode_ordinary(text)
+        best = min(best, time.process_time() - start)
+    return best
+
+
+def worst_case_child(label: str, repeats: int, queue) -> None:
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    tokenizer = worst_case_tokenizers()[label]
+    rows = []
+    for name, unit in RUNS.items():
+        size = len(unit.encode("utf-8"))
+        small, large = unit * (1_000_000 // size), unit * (4_000_000 // size)
+        one, four = time_run(tokenizer, small, repeats), time_run(tokenizer, large, repeats)
+        rows.append((name, one, four))
+    queue.put(rows)
+
+
+def worst_case(args) -> None:
+    labels = list(worst_case_tokenizers())
+    print(f"one character repeated to 1 MB and to 4 MB of UTF-8, encode_ordinary, one thread, CPU seconds, best of {args.repeats}")
+    print(f"{'segmenter':<16} {'run':<9} {'1 MB s':>8} {'4 MB s':>8} {'ratio':>6}")
+    worst = 0.0
+    for label in labels:
+        for name, one, four in run_child(worst_case_child, label, args.repeats):
+            worst = max(worst, four / one)
+            print(f"{label:<16} {name:<9} {one:8.3f} {four:8.3f} {four / one:6.2f}", flush=True)
+    print(f"largest 4 MB / 1 MB time ratio: {worst:.2f} (target <= 4.5)")
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--mb", type=float, default=20.0, help="size of the benchmark text in MB")
+    parser.add_argument("--mb", type=float, default=25.0, help="size of the benchmark text in MB")
     parser.add_argument("--repeats", type=int, default=3, help="timed runs per measurement (median reported)")
-    parser.add_argument("--hf-single-thread", action="store_true", help="also time HF on one thread (slow)")
+    parser.add_argument("--vocab", nargs="+", choices=VOCABS, default=VOCABS)
+    parser.add_argument("--modes", nargs="+", choices=list(MODES), default=list(MODES))
+    parser.add_argument("--worst-case", action="store_true", help="time 1 MB and 4 MB runs of one character instead")
     args = parser.parse_args()
-
-    tokenizer = trained_tokenizer()
-    docs = documents(args.mb)
-    megabytes = sum(len(doc.encode("utf-8")) for doc in docs) / 1e6
-    print(f"{megabytes:.1f} MB in {len(docs)} documents from {DATA}; {tokenizer.vocab_size} tokens, cl100k pattern; "
-          f"{os.cpu_count()} cores; median of {args.repeats}")
-    check_agreement(tokenizer, docs)
-
-    cases = [("polytok", True), ("tiktoken", True)]
-    if args.hf_single_thread:
-        cases.append(("hf", True))
-    cases += [("polytok", False), ("tiktoken", False), ("hf", False)]
-    results = {}
-    print(f"{'library':<10} {'threads':<8} {'seconds':>8} {'MB/s':>8} {'peak MB':>8} {'tokens':>11}")
-    for library, single in cases:
-        seconds, tokens, peak = run_child(library, single, args.mb, args.repeats)
-        results[library, single] = seconds
-        threads = "1" if single else "all"
-        print(f"{library:<10} {threads:<8} {seconds:8.2f} {megabytes / seconds:8.2f} {peak:8.1f} {tokens:11d}", flush=True)
-    print(f"single thread: polytok / tiktoken throughput = {results['tiktoken', True] / results['polytok', True]:.2f}x (target >= 2)")
-    print(f"all cores:     polytok / HF encode_batch     = {results['hf', False] / results['polytok', False]:.2f}x (target >= 1.5)")
-    print(f"all cores:     polytok / tiktoken batch      = {results['tiktoken', False] / results['polytok', False]:.2f}x")
+    if args.worst_case:
+        worst_case(args)
+    else:
+        speed(args)
 
 
 if __name__ == "__main__":

@@ -18,6 +18,10 @@ if TYPE_CHECKING:
 
 SpecialPairs = list[tuple[bytes, int]]
 
+# Distinct pre-tokens each thread caches per encoder (pre-token bytes -> ids; a few MB at most):
+# enough to answer most pieces of real text from the cache. Ids never depend on it.
+DEFAULT_CACHE_SIZE = 1 << 16
+
 # The algorithm a tokeniser was trained with, when the caller does not say.
 DEFAULT_ALGORITHM = {"merges": "bpe", "longest_match": "wordpiece", "viterbi": "unigram", "shortest_path": "convex"}
 
@@ -26,7 +30,9 @@ def build_encoder(tokenizer: Tokenizer) -> Any:
     """The core encoder of `tokenizer`'s segmenter. ValueError when its data does not fit the
     segmenter, `_core.InvalidPattern` for a pattern the core cannot compile."""
     specials = [(text.encode("utf-8"), token_id) for text, token_id in tokenizer.special_tokens.items()]
-    return SEGMENTERS[tokenizer.segmenter](tokenizer, specials)
+    encoder = SEGMENTERS[tokenizer.segmenter](tokenizer, specials)
+    encoder.set_cache_size(DEFAULT_CACHE_SIZE)
+    return encoder
 
 
 def merges_encoder(
@@ -35,7 +41,9 @@ def merges_encoder(
     """BPE's encoder: replay `merges` (pairs of ids, in order), or without them use tiktoken's
     rule with rank = id. Loaded byte-level BPE files use it too."""
     triples = None if merges is None else merge_triples(vocab, merges)
-    return _core.Encoder.merges(pattern, vocab, triples, list(specials))
+    encoder = _core.Encoder.merges(pattern, vocab, triples, list(specials))
+    encoder.set_cache_size(DEFAULT_CACHE_SIZE)
+    return encoder
 
 
 def _merges(tokenizer: Tokenizer, specials: SpecialPairs) -> Any:

@@ -22,7 +22,7 @@ import numpy as np
 from polytok import _core
 from polytok.errors import ConfigError, DecodeError, EncodeError, PatternError
 from polytok.pretokenize import PRESETS, resolve_pattern
-from polytok.segmenters import DEFAULT_ALGORITHM, SEGMENTERS, build_encoder
+from polytok.segmenters import DEFAULT_ALGORITHM, DEFAULT_CACHE_SIZE, SEGMENTERS, build_encoder
 
 SpecialSet = Literal["all"] | Collection[str]
 Result = TypeVar("Result")
@@ -137,6 +137,17 @@ class BaseTokenizer:
         return text + (f" and special ids are {specials}" if specials else " and there are no special ids")
 
     @property
+    def cache_size(self) -> int:
+        """The most distinct pre-tokens each thread caches with their ids (0: no cache)."""
+        return self._encoder.cache_size()
+
+    @cache_size.setter
+    def cache_size(self, pieces: int) -> None:
+        if isinstance(pieces, bool) or not isinstance(pieces, int) or pieces < 0:
+            raise ConfigError(f"cache_size must be an integer >= 0 (0 turns the cache off), not {pieces!r}")
+        self._encoder.set_cache_size(pieces)
+
+    @property
     def vocab_size(self) -> int:
         """The number of tokens, ordinary and special."""
         return len(self.vocab) + len(self._special_tokens)
@@ -180,6 +191,8 @@ class Tokenizer(BaseTokenizer):
     `segmenter` says how a pre-token is cut ("merges", "longest_match", "viterbi",
     "shortest_path"); `merges` (pairs of ids, in order), `scores` and `continuation_marker` are
     the data the segmenters need. `training` and `certificate` are records saved with the file.
+    `cache_size` bounds the pre-token cache (distinct pre-tokens per thread; 0: none), which
+    changes speed and memory, never ids.
     """
 
     def __init__(
@@ -195,6 +208,7 @@ class Tokenizer(BaseTokenizer):
         continuation_marker: str | None = None,
         training: dict | None = None,
         certificate: Any = None,
+        cache_size: int = DEFAULT_CACHE_SIZE,
     ):
         self.vocab: list[bytes] = [bytes(token) for token in vocab]
         self.segmenter = segmenter
@@ -216,6 +230,7 @@ class Tokenizer(BaseTokenizer):
             raise PatternError(f"invalid pre-tokenisation regex {self.pattern!r}: {error.args[0]}") from None
         except ValueError as error:
             raise ConfigError(f"cannot build the {segmenter!r} segmenter: {error}") from None
+        self.cache_size = cache_size
 
     def _check(self) -> None:
         if self.segmenter not in SEGMENTERS:
@@ -359,6 +374,19 @@ class Tokenizer(BaseTokenizer):
         if randomness is not None:
             return self._with_policy(self._encoder.encode_batch_sampled, list(texts), policy, *randomness, threads, batch=True)
         return self._with_policy(self._encoder.encode_batch, list(texts), policy, threads, batch=True)
+
+    def encode_batch_to_numpy(
+        self,
+        texts: Iterable[str | bytes],
+        num_threads: int | None = None,
+        *,
+        allowed_special: SpecialSet = frozenset(),
+        disallowed_special: SpecialSet = "all",
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """`encode` of each text in parallel, as one flat uint32 array and int64 offsets: the
+        ids of text i are `ids[offsets[i]:offsets[i + 1]]`. No Python int is made."""
+        policy = self._policy(allowed_special, disallowed_special)
+        return self._with_policy(self._encoder.encode_batch_to_numpy, list(texts), policy, self._threads(num_threads), batch=True)
 
     def encode_ordinary_batch(self, texts: Iterable[str | bytes], num_threads: int | None = None) -> list[list[int]]:
         """`encode_ordinary` of each text, in parallel."""

@@ -61,7 +61,7 @@ fn loaded_encoder(
     tokens: Vec<Vec<u8>>,
 ) -> PyResult<PyEncoder> {
     let inner = Encoder::from_parts(pattern, segmenter, tokens, Vec::new())?.dropping_unmatched();
-    Ok(PyEncoder { inner })
+    Ok(PyEncoder::new(inner))
 }
 
 #[pymethods]

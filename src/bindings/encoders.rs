@@ -2,11 +2,12 @@
 //! the standalone shortest-path segmenter. One constructor per segmenter kind; the readers of
 //! other libraries' files add theirs in `compat.rs`.
 use std::borrow::Cow;
+use std::sync::OnceLock;
 
 use numpy::{PyArray1, PyReadonlyArray1};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyBytes, PyString};
+use pyo3::types::{PyByteArray, PyBytes, PyList, PyString};
 use rayon::prelude::*;
 
 use super::counts::counts_view;
@@ -29,6 +30,51 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
 #[pyclass(name = "Encoder", module = "polytok._core", frozen)]
 pub struct PyEncoder {
     pub inner: Encoder,
+    /// The Python int of every id, made on first use: a list of ids is then built from
+    /// references instead of one new int object per id (most of the cost of a Python list).
+    ints: OnceLock<Vec<Py<PyAny>>>,
+}
+
+impl PyEncoder {
+    pub fn new(inner: Encoder) -> Self {
+        PyEncoder {
+            inner,
+            ints: OnceLock::new(),
+        }
+    }
+
+    /// `ids` as a Python list.
+    fn id_list<'py>(&self, py: Python<'py>, ids: &[u32]) -> PyResult<Bound<'py, PyList>> {
+        let ints = self.ints.get_or_init(|| {
+            (0..self.inner.id_count() as u32)
+                .map(|id| id.into_pyobject(py).unwrap().into_any().unbind())
+                .collect()
+        });
+        // SAFETY: PyList_New makes a list of ids.len() empty slots, each filled exactly once
+        // below with a new reference (the GIL is held), as PyList_SET_ITEM requires; the list
+        // is owned by the Bound before anything can fail.
+        unsafe {
+            let list = pyo3::ffi::PyList_New(ids.len() as pyo3::ffi::Py_ssize_t);
+            let list = Bound::from_owned_ptr_or_err(py, list)?;
+            for (index, &id) in ids.iter().enumerate() {
+                let int = match ints.get(id as usize) {
+                    Some(int) => int.clone_ref(py).into_ptr(),
+                    None => id.into_pyobject(py)?.into_ptr(),
+                };
+                pyo3::ffi::PyList_SET_ITEM(list.as_ptr(), index as pyo3::ffi::Py_ssize_t, int);
+            }
+            Ok(list.cast_into_unchecked())
+        }
+    }
+
+    /// Lists of ids as a Python list of lists.
+    fn id_lists<'py>(&self, py: Python<'py>, lists: &[Vec<u32>]) -> PyResult<Bound<'py, PyList>> {
+        let outer = lists
+            .iter()
+            .map(|ids| self.id_list(py, ids))
+            .collect::<PyResult<Vec<_>>>()?;
+        PyList::new(py, outer)
+    }
 }
 
 /// Which special tokens are ids (allowed) and which raise (disallowed); built by
@@ -148,7 +194,7 @@ impl PyEncoder {
             Some(merges) => Box::new(merges::from_merges(&tokens, &merges)?),
         };
         let inner = Encoder::from_parts(pattern, segmenter, tokens, special_tokens)?;
-        Ok(PyEncoder { inner })
+        Ok(PyEncoder::new(inner))
     }
 
     /// A WordPiece encoder: greedy longest match; `vocab` holds spellings, continuation tokens
@@ -165,7 +211,7 @@ impl PyEncoder {
         let segmenter = LongestMatch::new(&vocab, marker.as_deref())?;
         let decoded = segmenter.decode_table().to_vec();
         let inner = Encoder::from_parts(pattern, Box::new(segmenter), decoded, special_tokens)?;
-        Ok(PyEncoder { inner })
+        Ok(PyEncoder::new(inner))
     }
 
     /// A Unigram encoder: the Viterbi path, maximising the sum of the tokens' log-probabilities.
@@ -179,7 +225,7 @@ impl PyEncoder {
     ) -> PyResult<Self> {
         let segmenter = Viterbi::new(&vocab, &scores)?;
         let inner = Encoder::from_parts(pattern, Box::new(segmenter), vocab, special_tokens)?;
-        Ok(PyEncoder { inner })
+        Ok(PyEncoder::new(inner))
     }
 
     /// A shortest-path encoder (ConvexTok): fewest tokens per pre-token, deterministic ties.
@@ -192,7 +238,7 @@ impl PyEncoder {
     ) -> PyResult<Self> {
         let segmenter = ShortestPath::new(&vocab)?;
         let inner = Encoder::from_parts(pattern, Box::new(segmenter), vocab, special_tokens)?;
-        Ok(PyEncoder { inner })
+        Ok(PyEncoder::new(inner))
     }
 
     /// A policy: `allowed` special tokens (their bytes) become ids, `disallowed` texts raise.
@@ -207,13 +253,24 @@ impl PyEncoder {
 
     /// Ids of one text (str or bytes) under `policy` (None: special-token text is ordinary).
     #[pyo3(signature = (text, policy))]
-    fn encode(
+    fn encode<'py>(
         &self,
-        py: Python<'_>,
-        text: &Bound<'_, PyAny>,
-        policy: Option<PyRef<'_, PySpecialPolicy>>,
-    ) -> PyResult<Vec<u32>> {
-        self.encode_one(py, text, core_policy(&policy))
+        py: Python<'py>,
+        text: &Bound<'py, PyAny>,
+        policy: Option<PyRef<'py, PySpecialPolicy>>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let ids = self.encode_one(py, text, core_policy(&policy))?;
+        self.id_list(py, &ids)
+    }
+
+    /// The most pieces each thread caches for this encoder (0: no cache).
+    fn cache_size(&self) -> usize {
+        self.inner.cache_size()
+    }
+
+    /// Sets the most pieces each thread caches for this encoder (0: no cache).
+    fn set_cache_size(&self, pieces: usize) {
+        self.inner.set_cache_size(pieces)
     }
 
     /// Ids of one text as a uint32 numpy array (no Python list in between).
@@ -230,18 +287,48 @@ impl PyEncoder {
 
     /// Ids of many texts, in parallel with the GIL released; the order of the input is kept.
     #[pyo3(signature = (texts, policy, num_threads))]
-    fn encode_batch(
+    fn encode_batch<'py>(
         &self,
-        py: Python<'_>,
-        texts: Vec<Bound<'_, PyAny>>,
-        policy: Option<PyRef<'_, PySpecialPolicy>>,
+        py: Python<'py>,
+        texts: Vec<Bound<'py, PyAny>>,
+        policy: Option<PyRef<'py, PySpecialPolicy>>,
         num_threads: Option<usize>,
-    ) -> PyResult<Vec<Vec<u32>>> {
+    ) -> PyResult<Bound<'py, PyList>> {
         let policy = core_policy(&policy);
-        self.run_batch(py, &texts, num_threads, |_, text| {
+        let lists = self.run_batch(py, &texts, num_threads, |_, text| {
             let mut ids = Vec::new();
             self.inner.encode_into(text, policy, &mut ids).map(|()| ids)
-        })
+        })?;
+        self.id_lists(py, &lists)
+    }
+
+    /// Ids of many texts as one flat uint32 array and int64 offsets (text i is
+    /// ids[offsets[i]:offsets[i + 1]]), in parallel with the GIL released.
+    #[pyo3(signature = (texts, policy, num_threads))]
+    #[allow(clippy::type_complexity)]
+    fn encode_batch_to_numpy<'py>(
+        &self,
+        py: Python<'py>,
+        texts: Vec<Bound<'py, PyAny>>,
+        policy: Option<PyRef<'py, PySpecialPolicy>>,
+        num_threads: Option<usize>,
+    ) -> PyResult<(Bound<'py, PyArray1<u32>>, Bound<'py, PyArray1<i64>>)> {
+        let policy = core_policy(&policy);
+        let lists = self.run_batch(py, &texts, num_threads, |_, text| {
+            let mut ids = Vec::new();
+            self.inner.encode_into(text, policy, &mut ids).map(|()| ids)
+        })?;
+        let (flat, offsets) = py.detach(|| {
+            let mut offsets = Vec::with_capacity(lists.len() + 1);
+            offsets.push(0i64);
+            let mut flat = Vec::with_capacity(lists.iter().map(Vec::len).sum());
+            for ids in &lists {
+                flat.extend_from_slice(ids);
+                offsets.push(flat.len() as i64);
+            }
+            (flat, offsets)
+        });
+        Ok((PyArray1::from_vec(py, flat), PyArray1::from_vec(py, offsets)))
     }
 
     /// The number of tokens of each text (uint64 array), in parallel, without keeping the ids.

@@ -5,9 +5,12 @@
 //! Special tokens follow tiktoken: a *policy* names which special tokens become their ids
 //! (allowed) and which raise if their text occurs anywhere in the input (disallowed); any other
 //! special-token text is ordinary text. Policies are built once and reused across calls.
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+
 use aho_corasick::{AhoCorasick, MatchKind};
 use rayon::prelude::*;
 
+use super::cache::{self, MAX_CACHED_PIECE};
 use super::rng::SplitMix64;
 use super::{RandomKind, RandomSegmenter, RankedSegmenter, Segmenter, VocabularyError};
 use crate::pretokenize::{PreTokenizeError, PreTokenizer};
@@ -43,7 +46,14 @@ pub struct Encoder {
     /// Whether each id below `token_offsets.len() - 1` is a token (special ids may leave gaps).
     token_known: Vec<bool>,
     special_tokens: Vec<(Vec<u8>, u32)>,
+    /// This encoder's number, which keys its pre-token cache tables (see `cache.rs`).
+    serial: u64,
+    /// The most pieces each thread's cache table holds for this encoder; 0: no cache.
+    cache_size: AtomicUsize,
 }
+
+/// Serial numbers of encoders (unlike addresses, never reused), for the pre-token cache.
+static NEXT_SERIAL: AtomicU64 = AtomicU64::new(0);
 
 /// Which special tokens are ids (allowed) and which raise (disallowed); built by `special_policy`.
 pub struct SpecialPolicy {
@@ -101,7 +111,19 @@ impl Encoder {
             token_offsets,
             token_known,
             special_tokens,
+            serial: NEXT_SERIAL.fetch_add(1, Ordering::Relaxed),
+            cache_size: AtomicUsize::new(0),
         })
+    }
+
+    /// Sets the most pieces each thread caches for this encoder (0: no cache). Ids never depend
+    /// on it: only the time to compute them does.
+    pub fn set_cache_size(&self, pieces: usize) {
+        self.cache_size.store(pieces, Ordering::Relaxed);
+    }
+
+    pub fn cache_size(&self) -> usize {
+        self.cache_size.load(Ordering::Relaxed)
     }
 
     /// Text that is already one pre-token -> ids, appended to `out`, skipping the pre-tokeniser
@@ -110,10 +132,26 @@ impl Encoder {
         self.segmenter.segment(word, out);
     }
 
-    /// Ordinary text (no special tokens) -> ids, appended to `out`.
+    /// Ordinary text (no special tokens) -> ids, appended to `out`. Pieces the segmenter cannot
+    /// answer directly go through this thread's pre-token cache, when there is one.
     pub fn encode_ordinary_into(&self, text: &[u8], out: &mut Vec<u32>) {
-        self.pretokenizer
-            .for_each_piece(text, |piece| self.segmenter.segment(piece, out));
+        let capacity = self.cache_size();
+        if capacity == 0 {
+            self.pretokenizer
+                .for_each_piece(text, |piece| self.segmenter.segment(piece, out));
+            return;
+        }
+        cache::with_table(self.serial, |table| {
+            self.pretokenizer.for_each_piece(text, |piece| {
+                if piece.len() > MAX_CACHED_PIECE {
+                    self.segmenter.segment(piece, out);
+                } else if !self.segmenter.segment_directly(piece, out) && !table.extend(piece, out) {
+                    let start = out.len();
+                    self.segmenter.segment(piece, out);
+                    table.insert(piece, &out[start..], capacity);
+                }
+            })
+        })
     }
 
     /// Text -> ids under a special-token policy (None: all special-token text is ordinary).

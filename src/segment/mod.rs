@@ -1,5 +1,6 @@
 //! Segmenters: how a pre-token is cut into vocabulary ids. One file per kind; the `Encoder`
 //! (pre-tokeniser + segmenter + special tokens) drives them over whole texts.
+pub mod cache;
 pub mod dropout;
 pub mod encoder;
 pub mod longest_match;
@@ -18,6 +19,13 @@ use rng::SplitMix64;
 /// it starts (and say so) instead of discovering it piece by piece.
 pub trait Segmenter: Send + Sync {
     fn segment(&self, piece: &[u8], out: &mut Vec<u32>);
+
+    /// Appends the cut of `piece` and returns true if it costs less than a cache lookup (e.g. a
+    /// single byte); false, with `out` untouched, otherwise. The cut must be
+    /// the one `segment` gives.
+    fn segment_directly(&self, _piece: &[u8], _out: &mut Vec<u32>) -> bool {
+        false
+    }
 
     /// This segmenter's randomised cut, if it has one.
     fn random(&self) -> Option<&dyn RandomSegmenter> {

@@ -127,3 +127,102 @@ def test_tiktoken_export_refuses_duplicate_tokens(tmp_path):
     with pytest.raises(ConfigError, match=r"tokens 258 and 259 are both b'abc'"):
         tokenizer.save_tiktoken(tmp_path / "ranks.tiktoken")
     assert not (tmp_path / "ranks.tiktoken").exists()
+
+
+# ---- the real OpenAI vocabularies (rank files from the bpe-openai wheel) ---------------------
+
+REAL_NAMES = ["cl100k_base", "o200k_base"]
+
+
+@pytest.fixture(scope="module")
+def real_pairs(tmp_path_factory):
+    """name -> (polytok tokeniser, tiktoken.get_encoding(name)), from the same checked rank files."""
+    from real_vocabularies import load_pair, packaged_rank_files, unpack
+
+    if packaged_rank_files() is None:
+        pytest.skip("bpe-openai (test extra) is not installed")
+    directory = tmp_path_factory.mktemp("openai-ranks")
+    unpack(directory)
+    return {name: load_pair(name, directory) for name in REAL_NAMES}
+
+
+@pytest.mark.parametrize("name", REAL_NAMES)
+def test_real_vocabulary_is_tiktokens(real_pairs, name):
+    """The same ranks, the preset's pattern is tiktoken's text, the same special tokens."""
+    from polytok.pretokenize import PRESETS
+
+    ours, theirs = real_pairs[name]
+    assert ours.vocab == sorted(theirs._mergeable_ranks, key=theirs._mergeable_ranks.get)
+    assert ours.pattern == theirs._pat_str == PRESETS[{"cl100k_base": "cl100k", "o200k_base": "o200k"}[name]]
+    assert ours.special_tokens == theirs._special_tokens
+    assert ours.n_vocab == theirs.n_vocab
+
+
+@pytest.mark.parametrize("name", REAL_NAMES)
+def test_real_vocabulary_equals_tiktoken_on_excerpts(real_pairs, name, text_excerpts):
+    ours, theirs = real_pairs[name]
+    texts = list(text_excerpts.values())
+    for text in texts:
+        assert ours.encode_ordinary(text) == theirs.encode_ordinary(text)
+    assert ours.encode_batch(texts) == theirs.encode_ordinary_batch(texts)
+    assert [ours.encode_to_numpy(text).tolist() for text in texts[:2]] == theirs.encode_ordinary_batch(texts[:2])
+    specials = sorted(theirs._special_tokens)
+    joined = "".join(text[:2000] + specials[index % len(specials)] for index, text in enumerate(texts))
+    assert ours.encode(joined, allowed_special="all") == theirs.encode(joined, allowed_special="all")
+    assert ours.encode(joined, disallowed_special=()) == theirs.encode(joined, disallowed_special=())
+
+
+REAL_SETTINGS = settings(max_examples=150, deadline=None)
+# Special-token look-alikes and the pieces that stress the o200k and cl100k patterns.
+REAL_PIECES = [*PIECES, "<|endofprompt|>", "<|fim_middle|>", "<|", "|>", "endoftext", "ABC", "Ab", "'re", "'S",
+               "ſ", "/", "\r", "\u00a0", "\u2028", "Ǆ", "ǅ", "ʰ", "\u0301", "١٢٣", "नमस्ते", "Привет"]
+
+
+@REAL_SETTINGS
+@given(text=st.text(ASSIGNED) | st.lists(st.sampled_from(REAL_PIECES), max_size=40).map("".join),
+       name=st.sampled_from(REAL_NAMES))
+def test_real_vocabulary_equals_tiktoken_on_arbitrary_text(real_pairs, text, name):
+    ours, theirs = real_pairs[name]
+    assert ours.encode_ordinary(text) == theirs.encode_ordinary(text)
+    assert ours.encode(text, allowed_special="all") == theirs.encode(text, allowed_special="all")
+
+
+@REAL_SETTINGS
+@given(text=st.lists(st.sampled_from(REAL_PIECES), max_size=30).map("".join), name=st.sampled_from(REAL_NAMES),
+       allowed=st.sets(st.sampled_from(["<|endoftext|>", "<|endofprompt|>", "<|fim_middle|>"])))
+def test_real_vocabulary_special_token_semantics_equal_tiktoken(real_pairs, text, name, allowed):
+    ours, theirs = real_pairs[name]
+    allowed = allowed & set(theirs._special_tokens)
+    try:
+        expected = theirs.encode(text, allowed_special=allowed)
+    except ValueError:
+        with pytest.raises(polytok.errors.EncodeError):
+            ours.encode(text, allowed_special=allowed)
+    else:
+        assert ours.encode(text, allowed_special=allowed) == expected
+
+
+# One character repeated: one huge pre-token for every pattern (tiktoken's own limits set the size).
+RUNS = ["a", " ", "^", "\n", "🙂", "中", "1", "ab", " a", "é", "\r\n", "A", "'s"]
+
+
+@pytest.mark.parametrize("name", REAL_NAMES)
+def test_real_vocabulary_equals_tiktoken_on_long_runs(real_pairs, name):
+    ours, theirs = real_pairs[name]
+    for unit in RUNS:
+        text = unit * (20000 // len(unit))
+        assert ours.encode_ordinary(text) == theirs.encode_ordinary(text), unit
+        assert ours.encode_ordinary(text + "x") == theirs.encode_ordinary(text + "x"), unit
+
+
+@pytest.mark.parametrize("name", REAL_NAMES)
+def test_real_vocabulary_handles_megabyte_runs(real_pairs, name):
+    """1 MB of one character, beyond what tiktoken handles (it overflows its stack on spaces with
+    o200k): the ids round trip and equal those of the batch and numpy paths."""
+    ours, _ = real_pairs[name]
+    for unit in ("a", " ", "^", "\n", "🙂", "中"):
+        text = unit * (1_000_000 // len(unit.encode()))
+        ids = ours.encode_ordinary(text)
+        assert ours.decode(ids) == text, unit
+        assert ours.encode_batch([text, text[:1000]], num_threads=2) == [ids, ours.encode_ordinary(text[:1000])]
+        assert ours.encode_to_numpy(text).tolist() == ids
