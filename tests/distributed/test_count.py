@@ -13,6 +13,8 @@ from polytok.cli import main
 from polytok.distributed import count_on_ray
 from polytok.errors import ConfigError, CorpusError
 
+from ray_cluster import cluster
+
 DATA = Path(__file__).parents[1] / "data"
 SPECIALS = ["<|endoftext|>", "<|fim|>"]
 

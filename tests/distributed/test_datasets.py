@@ -17,7 +17,7 @@ from polytok.cli import main
 from polytok.datasets import encode_dataset
 from polytok.errors import ClusterError, ConfigError
 
-from ray_faults import Fifo, kill, wait_for, wait_for_reader, wait_until_drained
+from ray_cluster import cluster, Fifo, kill, wait_for, wait_for_reader, wait_until_drained
 
 DATA = Path(__file__).parents[1] / "data"
 SPECIALS = ["<|endoftext|>", "<|bos|>"]
@@ -98,7 +98,7 @@ def test_a_rerun_after_a_killed_worker_encodes_only_the_unfinished_shard(cluster
         victim = wait_for_reader(fifo.path)
         wait_until_drained(fifo)
         wait_for(lambda: len(list(output.glob("shard-*.json"))) == 4)  # the other shards are done
-        kill(victim)
+        kill(victim, fifo.path)
         thread.join(120)
     finally:
         fifo.close()

@@ -16,7 +16,7 @@ from polytok.cli import main
 from polytok.distributed import count_on_ray
 from polytok.errors import ClusterError, CorpusError
 
-from ray_faults import Fifo, kill, processes_with_open, wait_for, wait_for_reader, wait_until_drained
+from ray_cluster import cluster, Fifo, kill, processes_with_open, wait_for, wait_for_reader, wait_until_drained
 
 DATA = Path(__file__).parents[1] / "data"
 TEXT = (DATA / "handbook-en-US.txt").read_bytes()  # 30 KB: fits a pipe's buffer
@@ -44,7 +44,7 @@ def test_a_worker_killed_mid_count_is_retried_and_the_counts_are_exact(cluster, 
         thread, outcome = count_in_background([DATA / "kjv.txt", fifo.path])
         victim = wait_for_reader(fifo.path)
         wait_until_drained(fifo)  # the worker has read half of the file: it is mid-count
-        kill(victim)
+        kill(victim, fifo.path)
         fifo.write(TEXT)  # the retried task reads the file from its start
         # Closing the last writer ends the file, once the retried task has opened it.
         wait_for(lambda: bool(processes_with_open(fifo.path) - {victim}))
@@ -66,7 +66,7 @@ def test_a_worker_killed_without_retries_left_fails_with_a_cluster_error(cluster
         thread, outcome = count_in_background([fifo.path], retries=0)
         victim = wait_for_reader(fifo.path)
         wait_until_drained(fifo)
-        kill(victim)
+        kill(victim, fifo.path)
         thread.join(120)
     finally:
         fifo.close()

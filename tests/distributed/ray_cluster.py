@@ -1,12 +1,42 @@
-"""Killing a Ray worker mid-task: a named pipe as an input file holds a task in its read until
-the test has killed the worker; these find that worker and feed the pipe."""
+"""The local Ray cluster of the tests, and how they kill a worker mid-task.
+
+`cluster` starts a 2-CPU cluster once per test module that imports it (Ray takes seconds to
+start). A named pipe as an input file holds a task in its read until the test has killed the
+worker; the helpers below find that worker and feed the pipe. (Not a conftest.py: the tests
+import each other's conftest by name, and one conftest module name must stay theirs.)
+"""
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import time
 from pathlib import Path
-from typing import Callable
+from typing import Callable, Iterator
+
+import pytest
+import ray
+
+import polytok
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[str]:
+    """A 2-CPU Ray cluster on 127.0.0.1, this process connected; yields its address."""
+    # Workers import the polytok these tests import, wherever it lies.
+    source = str(Path(polytok.__file__).parents[1])
+    previous = os.environ.get("PYTHONPATH")
+    os.environ["PYTHONPATH"] = source + (os.pathsep + previous if previous else "")
+    ray.init(num_cpus=2, include_dashboard=False, _node_ip_address="127.0.0.1",
+             logging_level=logging.WARNING, log_to_driver=False)
+    try:
+        yield ray.get_runtime_context().gcs_address
+    finally:
+        ray.shutdown()
+        if previous is None:
+            del os.environ["PYTHONPATH"]
+        else:
+            os.environ["PYTHONPATH"] = previous
 
 
 def processes_with_open(path: Path) -> set[int]:
@@ -61,9 +91,11 @@ class Fifo:
             self.descriptor = None
 
 
-def kill(pid: int) -> None:
-    """SIGKILL, as the OOM killer or a lost node would end a worker."""
+def kill(pid: int, reading: Path) -> None:
+    """SIGKILL, as the OOM killer or a lost node would end a worker; returns once the process
+    has let go of `reading`, so that nothing written to it later can reach the dead worker."""
     os.kill(pid, signal.SIGKILL)
+    wait_for(lambda: pid not in processes_with_open(reading))
 
 
 def unread_bytes(fifo: Fifo) -> int:
