@@ -1,5 +1,6 @@
 """Counting on a Ray cluster: the corpus files are cut into shards, each Ray task counts one
-shard with the Rust core (`polytok.count` on its documents), and a tree of tasks adds the counts.
+shard with the Rust core (`polytok.count` on its documents), and a tree of tasks adds the counts
+as they come in (see `_count_and_add`), so that memory is bounded by the counts, not the corpus.
 
 A shard is a list of spans: whole files, or parts of a large plain-text file cut where the corpus
 reader would cut a document (`polytok.corpus.next_cut`), so the spans of a file hold exactly its
@@ -34,6 +35,8 @@ SHARDS_PER_CPU = 4
 #: ...within these sizes (bytes of the files on disk).
 MIN_SHARD_BYTES = 4 << 20
 MAX_SHARD_BYTES = 256 << 20
+#: Shards counted at a time per task slot: enough to keep the CPUs busy while counts are added.
+IN_FLIGHT_PER_CPU = 2
 #: How often a task whose worker died is run again (Ray's own default).
 DEFAULT_RETRIES = 3
 #: Seconds to wait for a cluster's host:port to accept a connection.
@@ -129,28 +132,11 @@ def count_on_ray(
         options = {"text_field": text_field, "text_column": text_column, "errors": errors}
         threads = num_threads or 1
         count_shard = ray.remote(_count_shard).options(num_cpus=threads, num_returns=2, max_retries=retries)
-        tasks = [
-            count_shard.remote(shard, polytok.__version__, regex, special_tokens, threads, options) for shard in shards
-        ]
-        summaries = {summary: shard for (summary, _), shard in zip(tasks, shards)}
-        result = _tree_sum(ray, [counts for _, counts in tasks])
-        documents = non_empty = 0
-        try:
-            with progress_bar(progress, desc="counting", unit="B", unit_scale=True, total=total) as bar:
-                pending = list(summaries)
-                while pending:
-                    done, pending = ray.wait(pending, num_returns=1)
-                    shard = summaries[done[0]]
-                    what = "counting " + ", ".join(map(str, shard))
-                    shard_documents, shard_non_empty = get_result(ray, done[0], what, retries)
-                    documents += shard_documents
-                    non_empty += shard_non_empty
-                    bar.update(sum(span.size for span in shard))
-            counts = get_result(ray, result, "adding the counts of the shards", retries)
-        except BaseException:
-            for task in tasks:
-                ray.cancel(task[0], force=True)
-            raise
+        add = ray.remote(_add).options(max_retries=retries)
+        arguments = (polytok.__version__, regex, special_tokens, threads, options)
+        window = IN_FLIGHT_PER_CPU * max(1, cpus // threads)
+        with progress_bar(progress, desc="counting", unit="B", unit_scale=True, total=total) as bar:
+            counts, documents, non_empty = _count_and_add(ray, count_shard, add, shards, arguments, window, retries, bar)
     if counts is None:
         raise nothing_counted(source, documents, non_empty)
     return counts
@@ -164,13 +150,51 @@ def _file_size(path: Path) -> int:
         raise CorpusError(f"cannot read {str(path)!r}: {error.strerror}") from None
 
 
-def _tree_sum(ray: Any, parts: list[Any]) -> Any:
-    """A reference to the sum of the counts `parts` refer to, added pairwise level by level."""
-    add = ray.remote(_add)
-    while len(parts) > 1:
-        level = [add.remote(parts[i], parts[i + 1]) for i in range(0, len(parts) - 1, 2)]
-        parts = level + ([parts[-1]] if len(parts) % 2 else [])
-    return parts[0]
+def _count_and_add(
+    ray: Any, count_shard: Any, add: Any, shards: list[list[Span]], arguments: tuple, window: int, retries: int, bar: Any
+) -> tuple[PreTokenCounts | None, int, int]:
+    """The sum of the shards' counts, with their documents and non-empty documents.
+
+    At most `window` shards are counted at a time, and their counts are added as they come in, in
+    a tree whose levels are those of a binary counter: two sums of 2^k shards make one of 2^(k+1).
+    So the cluster holds the counts of at most `window` shards and one partial sum per level, not
+    of every shard, whatever the corpus size; the sum is exact in any order.
+    """
+    waiting = iter(shards)
+    counting: dict[Any, tuple[list[Span], Any]] = {}  # summary reference -> (shard, counts reference)
+    sums: list[tuple[int, Any]] = []  # (level, reference to the sum of 2^level shards), levels falling
+    documents = non_empty = 0
+
+    def start_next() -> None:
+        shard = next(waiting, None)
+        if shard is not None:
+            summary, counts = count_shard.remote(shard, *arguments)
+            counting[summary] = (shard, counts)
+
+    try:
+        for _ in range(window):
+            start_next()
+        while counting:
+            (done,), _ = ray.wait(list(counting), num_returns=1)
+            shard, counts = counting.pop(done)
+            shard_documents, shard_non_empty = get_result(ray, done, "counting " + ", ".join(map(str, shard)), retries)
+            documents += shard_documents
+            non_empty += shard_non_empty
+            start_next()
+            level = 0
+            while sums and sums[-1][0] == level:
+                counts = add.remote(sums.pop()[1], counts)
+                level += 1
+            sums.append((level, counts))
+            bar.update(sum(span.size for span in shard))
+        total = None
+        for _, partial in reversed(sums):
+            total = partial if total is None else add.remote(partial, total)
+        return get_result(ray, total, "adding the counts of the shards", retries), documents, non_empty
+    except BaseException:
+        for summary in counting:
+            ray.cancel(summary, force=True)
+        raise
 
 
 def _add(left: PreTokenCounts | None, right: PreTokenCounts | None) -> PreTokenCounts | None:
