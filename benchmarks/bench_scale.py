@@ -4,7 +4,7 @@ byte-identical.
 
     python benchmarks/bench_scale.py --ray                           # ../shared/data repeated to 1 GB
     python benchmarks/bench_scale.py --ray --corpus /work/large/*.txt  # the corpus of build_large.py
-    python benchmarks/bench_scale.py --corpus /work/large/*.txt --repeat 8 --shuffled /work/large/shuffled.txt
+    python benchmarks/bench_scale.py --ray --workers 2 --corpus /work/large/*.txt --repeat 8 --shuffled /work/large/shuffled.txt
 
 --repeat N counts the corpus files N times over (no copies on disk); --shuffled PATH adds a copy
 of the corpus whose documents (separated by form-feed lines, as build_large.py writes them) are
@@ -186,6 +186,7 @@ def child(mode: str, files: list[str], pattern: str, output: str) -> dict:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--ray", action="store_true", help="also count on a local Ray cluster of 1 and 2 workers")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="the Ray cluster sizes (CPUs) to run with --ray")
     parser.add_argument("--corpus", nargs="+", type=Path, help="files to count (default: ../shared/data repeated to --megabytes)")
     parser.add_argument("--megabytes", type=float, default=1000.0)
     parser.add_argument("--repeat", type=int, default=1, help="count the corpus files this many times over")
@@ -213,7 +214,7 @@ def main() -> None:
         size_mb = sum(os.path.getsize(path) for path in files) / 1e6
         print(f"counting {size_mb:,.0f} MB in {len(files)} files, pattern {arguments.pattern}, "
               f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} before")
-        modes = ["local"] + (["ray-1", "ray-2"] if arguments.ray else [])
+        modes = ["local"] + ([f"ray-{workers}" for workers in arguments.workers] if arguments.ray else [])
         reports = {}
         for mode in modes:
             reports[mode] = measured(mode, files, arguments.pattern)
