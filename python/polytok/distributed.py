@@ -131,6 +131,12 @@ def count_on_ray(
         shards = plan_shards(files, shard_bytes or shard_size(total, cpus))
         options = {"text_field": text_field, "text_column": text_column, "errors": errors}
         threads = num_threads or 1
+        largest_node = max((node["Resources"].get("CPU", 0) for node in ray.nodes() if node["Alive"]), default=0)
+        if threads > largest_node:
+            raise ConfigError(
+                f"num_threads={threads}, but the largest node of the Ray cluster has {largest_node:g} CPUs: "
+                "a task could never be placed"
+            )
         count_shard = ray.remote(_count_shard).options(num_cpus=threads, num_returns=2, max_retries=retries)
         add = ray.remote(_add).options(max_retries=retries)
         arguments = (polytok.__version__, regex, special_tokens, threads, options)

@@ -72,3 +72,9 @@ def test_a_corpus_with_nothing_to_count_fails_as_the_local_count_does(cluster, t
 def test_another_address_than_the_connected_cluster_is_refused(cluster):
     with pytest.raises(ConfigError, match=f"connected to the Ray cluster at {cluster}"):
         polytok.count(DATA / "kjv.txt", engine="ray", address="10.0.0.1:6379", progress=False)
+
+
+def test_more_threads_per_task_than_a_node_has_is_refused(cluster):
+    with pytest.raises(ConfigError, match="num_threads=3, but the largest node of the Ray cluster has 2 CPUs"):
+        polytok.count(DATA / "kjv.txt", engine="ray", num_threads=3, progress=False)
+    assert count_on_ray(DATA / "kjv.txt", num_threads=2, progress=False).to_dict() == polytok.count(DATA / "kjv.txt", progress=False).to_dict()
