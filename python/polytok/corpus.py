@@ -290,16 +290,18 @@ def _where(path: Path) -> str:
     return repr(str(path))
 
 
-def _decode(path: Path, data: bytes, offset: int, line: int, errors: str) -> str | bytes:
-    """`data` (which starts at byte `offset`, line `line` of the file) as the errors mode asks."""
+def _decode(path: Path, data: bytes, offset: int, line: int | None, errors: str) -> str | bytes:
+    """`data` (which starts at byte `offset`, line `line` of the file; None: line unknown) as the
+    errors mode asks."""
     if errors == "bytes":
         return data
     try:
         return data.decode("utf-8", errors)
     except UnicodeDecodeError as error:
-        bad_line = line + data.count(b"\n", 0, error.start)
+        lines_before = 0 if line is None else data.count(b"\n", 0, error.start)
+        bad_line = "" if line is None else f" (line {line + lines_before})"
         raise CorpusError(
-            f"{_where(path)}: invalid UTF-8 at byte offset {offset + error.start} (line {bad_line}); "
+            f"{_where(path)}: invalid UTF-8 at byte offset {offset + error.start}{bad_line}; "
             "expected UTF-8 text, or pass errors='replace' (U+FFFD) or errors='bytes' (raw bytes; --errors on the command line)"
         ) from None
 
@@ -331,10 +333,13 @@ def _last_cut(buffer: bytearray, start: int) -> int:
     return 0
 
 
-def _text_documents(path: Path, stream: IO[bytes], errors: str) -> Iterator[str | bytes]:
-    """Plain text as documents of whole lines, about CHUNK_BYTES each (see the module docstring)."""
+def _text_documents(
+    path: Path, stream: IO[bytes], errors: str, offset: int = 0, line: int | None = 1
+) -> Iterator[str | bytes]:
+    """Plain text as documents of whole lines, about CHUNK_BYTES each (see the module docstring);
+    the stream starts at byte `offset`, line `line` of the file (None: not known)."""
     buffer = bytearray()
-    offset, line = 0, 1  # where buffer[0] lies in the file
+    # offset and line say where buffer[0] lies in the file
     searched = 0  # buffer[:searched] is known to hold no cut
     while block := stream.read(CHUNK_BYTES):
         buffer += block
@@ -354,10 +359,76 @@ def _text_documents(path: Path, stream: IO[bytes], errors: str) -> Iterator[str 
         del buffer[:cut]
         yield _decode(path, document, offset, line, errors)
         offset += cut
-        line += document.count(b"\n")
+        if line is not None:
+            line += document.count(b"\n")
         searched = 0
     if buffer:
         yield _decode(path, bytes(buffer), offset, line, errors)
+
+
+def is_plain_text(path: Path) -> bool:
+    """Whether `path` is read as plain text (cut into chunks), not as records (.jsonl, .parquet)."""
+    return _base_suffix(path.name) not in (".jsonl", ".parquet")
+
+
+def is_splittable(path: Path) -> bool:
+    """Whether `path` is read as plain text without decompression, so that `read_text_span` can
+    read a part of it from a cut that `next_cut` found."""
+    return path.suffix.lower() not in COMPRESSED_SUFFIXES and is_plain_text(path)
+
+
+def next_cut(path: Path, position: int) -> int | None:
+    """The first place at or after byte `position` of the plain-text file `path` where a document
+    may end (a cut between lines, else at a single space, as the reader cuts; see the module
+    docstring), searched for up to LAST_RESORT_CHUNKS chunks on; None if there is none there."""
+    # The lookbehinds see a few bytes before the window; the lookaheads need 3 bytes after a cut.
+    margin = 8
+    start = max(0, position - margin)
+    try:
+        with open(path, "rb") as stream:
+            for window in range(LAST_RESORT_CHUNKS):
+                base = start + window * CHUNK_BYTES
+                stream.seek(base)
+                buffer = stream.read(CHUNK_BYTES + 2 * margin)
+                skip = max(0, position - base)
+                line = _LINE_CUT.search(buffer, skip)
+                if line is not None and line.end() + 3 <= len(buffer):
+                    return base + line.end()
+                space = _SPACE_CUT.search(buffer, skip)
+                if space is not None and space.end() + 3 <= len(buffer):
+                    return base + space.start()
+                if len(buffer) < CHUNK_BYTES + 2 * margin:
+                    return None  # the end of the file
+    except OSError as error:
+        raise CorpusError(f"cannot read {str(path)!r}: {error}") from None
+    return None
+
+
+def read_text_span(path: Path, start: int, stop: int, errors: str = "strict") -> Iterator[str | bytes]:
+    """The documents of bytes [start, stop) of the plain-text file `path`, where start and stop
+    are 0, cuts from `next_cut` or the file's end: together the spans of a file hold exactly the
+    pre-tokens of the whole file. Invalid UTF-8 is reported at its byte offset in the file."""
+    if errors not in ERROR_MODES:
+        raise ConfigError(f"errors={errors!r}; expected one of {', '.join(ERROR_MODES)}")
+    try:
+        with open(path, "rb") as stream:
+            stream.seek(start)
+            span = _Bounded(stream, stop - start)
+            yield from _text_documents(path, span, errors, offset=start, line=1 if start == 0 else None)
+    except OSError as error:
+        raise CorpusError(f"cannot read {str(path)!r}: {error}") from None
+
+
+class _Bounded:
+    """The next `size` bytes of a binary stream, as a stream of its own (reading only)."""
+
+    def __init__(self, stream: IO[bytes], size: int):
+        self.stream, self.left = stream, size
+
+    def read(self, size: int) -> bytes:
+        data = self.stream.read(min(size, self.left))
+        self.left -= len(data)
+        return data
 
 
 def _jsonl_documents(path: Path, stream: IO[bytes], field: str, errors: str) -> Iterator[str | bytes]:

@@ -42,6 +42,8 @@ _PREAMBLE = struct.Struct("<8sII")  # magic, version, header size
 #: (several plain-text chunks each, so threads stay busy), up to a cap that bounds memory.
 BATCH_BYTES_PER_THREAD = 4 << 20
 MAX_BATCH_BYTES = 64 << 20
+#: Where `count` runs: in this process, or on a Ray cluster (polytok.distributed).
+ENGINES = ("local", "ray")
 
 
 class PreTokenCounts:
@@ -181,19 +183,31 @@ def count(
     text_field: str = "text",
     text_column: str = "text",
     errors: str = "strict",
+    engine: str = "local",
+    address: str | None = None,
 ) -> PreTokenCounts:
     """Count the pre-tokens of a corpus (see `polytok.corpus.iter_documents`) in the Rust core,
-    on `num_threads` threads (None: all cores). Special tokens are split out and not counted."""
+    on `num_threads` threads (None: all cores). Special tokens are split out and not counted.
+
+    engine="ray" counts corpus files on a Ray cluster instead (`polytok.distributed`): `address`
+    is "local" (a new local cluster), "auto" (the cluster started on this machine), host:port, or
+    None (the current Ray connection, else Ray's default); `num_threads` is then the threads of
+    each task (None: 1). The counts are the same as the local engine's, whatever the workers.
+    """
     if num_threads is not None and (isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1):
         raise ConfigError(f"num_threads={num_threads!r}; expected a positive integer or None")
-    specials = list(special_tokens or [])
-    if any(not isinstance(token, str) or not token for token in specials):
-        raise ConfigError(f"special tokens must be non-empty strings; got {specials!r}")
-    regex = resolve_pattern(pattern)
-    try:
-        counter = _core.WordCounter(regex, [token.encode("utf-8") for token in specials], num_threads)
-    except ValueError as error:
-        raise PatternError(f"invalid pre-tokenisation regex {pattern!r}: {error}") from None
+    if engine not in ENGINES:
+        raise ConfigError(f"engine={engine!r}; expected one of {', '.join(map(repr, ENGINES))}")
+    if engine == "ray":
+        from polytok.distributed import count_on_ray
+
+        return count_on_ray(
+            corpus, pattern, special_tokens, address=address, num_threads=num_threads, progress=progress,
+            text_field=text_field, text_column=text_column, errors=errors,
+        )
+    if address is not None:
+        raise ConfigError(f"address={address!r} is for engine='ray'; the local engine takes none")
+    counter, regex = make_counter(pattern, special_tokens, num_threads)
 
     batch_limit = min(BATCH_BYTES_PER_THREAD * (num_threads or os.cpu_count() or 1), MAX_BATCH_BYTES)
     documents = non_empty = 0
@@ -217,15 +231,35 @@ def count(
 
     data, offsets, counts = counter.finish()
     if len(counts) == 0:
-        described = repr(os.fspath(corpus)) if isinstance(corpus, (str, os.PathLike)) else "the corpus"
-        if documents == 0:
-            reason = "holds no documents"
-        elif non_empty == 0:
-            reason = f"holds only empty documents ({documents})"
-        else:
-            reason = "holds nothing but special tokens"
-        raise CorpusError(f"{described} {reason}; expected some text to count")
+        raise nothing_counted(corpus, documents, non_empty)
     return PreTokenCounts(data, offsets, counts, regex)
+
+
+def make_counter(pattern: str | None, special_tokens: list[str] | None, num_threads: int | None) -> tuple[Any, str | None]:
+    """The Rust counter for `pattern` and `special_tokens`, and the pattern's regex; ConfigError
+    or PatternError for a bad one."""
+    specials = list(special_tokens or [])
+    if any(not isinstance(token, str) or not token for token in specials):
+        raise ConfigError(f"special tokens must be non-empty strings; got {specials!r}")
+    regex = resolve_pattern(pattern)
+    try:
+        counter = _core.WordCounter(regex, [token.encode("utf-8") for token in specials], num_threads)
+    except ValueError as error:
+        raise PatternError(f"invalid pre-tokenisation regex {pattern!r}: {error}") from None
+    return counter, regex
+
+
+def nothing_counted(corpus: Source, documents: int, non_empty: int) -> CorpusError:
+    """The error for a corpus of `documents` documents (`non_empty` of them not empty) that gave
+    no pre-token."""
+    described = repr(os.fspath(corpus)) if isinstance(corpus, (str, os.PathLike)) else "the corpus"
+    if documents == 0:
+        reason = "holds no documents"
+    elif non_empty == 0:
+        reason = f"holds only empty documents ({documents})"
+    else:
+        reason = "holds nothing but special tokens"
+    return CorpusError(f"{described} {reason}; expected some text to count")
 
 
 def word_counts_alias() -> type[PreTokenCounts]:

@@ -31,3 +31,7 @@ class DecodeError(Error):
 
 class SolverError(Error):
     """An LP solver that is missing, failed, or returned no usable dual."""
+
+
+class ClusterError(Error):
+    """A Ray cluster that cannot be reached, or a task on it that failed however often it was retried."""

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import polytok
-from polytok.cli.options import Command, add_corpus_options, pattern, reader_options
+from polytok.cli.options import Command, add_corpus_options, pattern, quiet_ray_errors, reader_options
 from polytok.metrics import corpus_stats
 from polytok.report import write_corpus_plots
 from polytok.tables import format_table
@@ -16,7 +16,8 @@ from polytok.tables import format_table
 COUNT_EXAMPLES = """examples:
   polytok count corpus.txt -o counts.ptc
   polytok count data/ --pattern o200k --special '<|endoftext|>' -o counts.ptc
-  polytok count shard-*.jsonl.zst --text-field content -o counts.ptc"""
+  polytok count shard-*.jsonl.zst --text-field content -o counts.ptc
+  polytok count /shared/corpus/ --ray auto -o counts.ptc    # on the Ray cluster of this machine"""
 
 STATS_EXAMPLES = """examples:
   polytok stats quijote.txt
@@ -30,18 +31,28 @@ def add_count_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-o", "--output", required=True, help="counts file to write")
     parser.add_argument("--pattern", default="cl100k", help="preset (gpt2, cl100k, o200k, nanochat), a regex, or 'none'")
     parser.add_argument("--special", action="append", default=[], help="special token to split out (repeatable)")
-    parser.add_argument("--threads", type=int, default=None, help="worker threads (default: all cores)")
+    parser.add_argument("--threads", type=int, default=None, help="worker threads (default: all cores; with --ray: of each task, default 1)")
+    parser.add_argument(
+        "--ray",
+        metavar="ADDRESS",
+        help="count on a Ray cluster: 'local' (a new one on this machine), 'auto' (the one `ray start` "
+        "started here) or its host:port; the files must be readable at the same path on every node",
+    )
     add_corpus_options(parser)
 
 
 def run_count(args: argparse.Namespace) -> None:
     """Count the corpus's pre-tokens and save the counts."""
+    if args.ray:
+        quiet_ray_errors()
     counts = polytok.count(
         args.corpus,
         pattern=pattern(args.pattern),
         special_tokens=args.special,
         num_threads=args.threads,
         progress=not args.quiet,
+        engine="ray" if args.ray else "local",
+        address=args.ray,
         **reader_options(args),
     )
     counts.save(args.output)

@@ -3,6 +3,7 @@ the tokeniser file's, and the output format's."""
 from __future__ import annotations
 
 import argparse
+import os
 from typing import Any, Callable, NamedTuple
 
 import polytok
@@ -54,6 +55,12 @@ def add_output_options(parser: argparse.ArgumentParser) -> None:
     group = parser.add_mutually_exclusive_group()
     group.add_argument("--json", action="store_true", help="print JSON")
     group.add_argument("--csv", action="store_true", help="print CSV")
+
+
+def quiet_ray_errors() -> None:
+    """Ray logs every failed task result nobody fetched once more; when one task fails, polytok
+    cancels the others and reports the first failure as its one-line error, so those are noise."""
+    os.environ.setdefault("RAY_IGNORE_UNHANDLED_ERRORS", "1")
 
 
 def pattern(value: str | None) -> str | None:

@@ -1,0 +1,254 @@
+"""Counting at scale: time and peak memory of polytok.count on one machine, and with --ray on a
+local Ray cluster of 1 and 2 workers, on the same files in one run; the saved counts are checked
+byte-identical.
+
+    python benchmarks/bench_scale.py --ray                           # ../shared/data repeated to 1 GB
+    python benchmarks/bench_scale.py --ray --corpus /work/large/*.txt  # the corpus of build_large.py
+    python benchmarks/bench_scale.py --ray --workers 2 --corpus /work/large/*.txt --repeat 8 --shuffled /work/large/shuffled.txt
+
+--repeat N counts the corpus files N times over (no copies on disk); --shuffled PATH adds a copy
+of the corpus whose documents (separated by form-feed lines, as build_large.py writes them) are
+shuffled, written to PATH once, so that the documents are not all repeats.
+
+Each contender runs in a fresh Python process. Peak memory is what the count added: for the
+local count, the process's peak resident size less its size before the count; for Ray, the peak
+of the summed proportional set size (PSS, which splits shared pages such as Ray's object store
+fairly) of the driver and every process Ray started, sampled every 0.1 s, less what they held
+idle before the count ("idle MB"); "largest MB" is the largest single process's peak PSS. Ray's
+start-up time is reported apart from the count.
+"""
+from __future__ import annotations
+
+import argparse
+import hashlib
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+FILES = ["kjv.txt", "handbook-en-US.txt", "handbook-es-ES.txt", "handbook-fr-FR.txt",
+         "handbook-de-DE.txt", "handbook-zh-CN.txt"]
+DOCUMENT_SEPARATOR = b"\n\f\n"
+
+
+def data_directory() -> Path:
+    for candidate in (ROOT.parent / "shared" / "data", Path("/work/shared/data")):
+        if candidate.is_dir():
+            return candidate
+    raise SystemExit("cannot find the shared data directory (../shared/data)")
+
+
+def build_mix(target_bytes: int, directory: Path) -> Path:
+    """A plain-text file of about `target_bytes`: the data files in turn, repeated to size."""
+    texts = [(directory / name).read_bytes() for name in FILES]
+    handle, name = tempfile.mkstemp(suffix=".txt", prefix="polytok-bench-scale-")
+    written = 0
+    with os.fdopen(handle, "wb") as out:
+        while written < target_bytes:
+            for text in texts:
+                piece = text[: target_bytes - written]
+                out.write(piece)
+                written += len(piece)
+                if written >= target_bytes:
+                    break
+    return Path(name)
+
+
+def build_shuffled(files: list[Path], path: Path) -> None:
+    """The documents of `files` in a random (seeded) order, in one file."""
+    documents: list[bytes] = []
+    for file in files:
+        documents += [document for document in file.read_bytes().split(DOCUMENT_SEPARATOR) if document]
+    random.Random(0).shuffle(documents)
+    temporary = path.with_suffix(".partial")
+    with open(temporary, "wb") as out:
+        for document in documents:
+            out.write(document)
+            out.write(DOCUMENT_SEPARATOR)
+    temporary.rename(path)
+
+
+# ---- the child processes ------------------------------------------------------------------------
+
+
+def resident_kilobytes() -> int:
+    """This process's resident size now."""
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    raise RuntimeError("no VmRSS in /proc/self/status")
+
+
+def proportional_kilobytes(pid: int) -> int:
+    """The PSS of a process (0 once it is gone)."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as rollup:
+            for line in rollup:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def descendants(root: int) -> list[int]:
+    """`root` and every process below it."""
+    children: dict[int, list[int]] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as stat:
+                    parent = int(stat.read().rsplit(")", 1)[1].split()[1])
+            except (OSError, IndexError, ValueError):
+                continue
+            children.setdefault(parent, []).append(int(entry))
+    found, stack = [], [root]
+    while stack:
+        pid = stack.pop()
+        found.append(pid)
+        stack += children.get(pid, [])
+    return found
+
+
+class Sampler(threading.Thread):
+    """Samples the summed PSS of this process tree, and each process's, until stopped."""
+
+    def __init__(self) -> None:
+        super().__init__(daemon=True)
+        self.peak_total = 0
+        self.peaks: dict[int, int] = {}
+        self.stopped = threading.Event()
+
+    def sample(self) -> int:
+        total = 0
+        for pid in descendants(os.getpid()):
+            kilobytes = proportional_kilobytes(pid)
+            self.peaks[pid] = max(self.peaks.get(pid, 0), kilobytes)
+            total += kilobytes
+        self.peak_total = max(self.peak_total, total)
+        return total
+
+    def run(self) -> None:
+        while not self.stopped.wait(0.1):
+            self.sample()
+
+
+def child(mode: str, files: list[str], pattern: str, output: str) -> dict:
+    """Counts `files` (mode "local", or "ray-N": N worker CPUs) and saves the counts to `output`."""
+    import polytok
+
+    report: dict = {}
+    if mode == "local":
+        report["baseline_mb"] = resident_kilobytes() / 1024
+        started = time.perf_counter()
+        counts = polytok.count(files, pattern, progress=False)
+        report["seconds"] = time.perf_counter() - started
+    else:
+        import logging
+
+        import ray
+
+        from polytok.distributed import count_on_ray
+
+        started = time.perf_counter()
+        ray.init(num_cpus=int(mode.split("-")[1]), include_dashboard=False, logging_level=logging.ERROR,
+                 log_to_driver=False)
+        report["startup_seconds"] = time.perf_counter() - started
+        time.sleep(1)  # let Ray's own processes settle before the idle sample
+        sampler = Sampler()
+        idle = sampler.sample()
+        sampler.peak_total, sampler.peaks = 0, {}
+        sampler.start()
+        started = time.perf_counter()
+        counts = count_on_ray(files, pattern, progress=False)
+        report["seconds"] = time.perf_counter() - started
+        sampler.stopped.set()
+        sampler.join()
+        workers = [peak for pid, peak in sampler.peaks.items() if pid != os.getpid()]
+        report["idle_mb"] = idle / 1024
+        report["peak_added_mb"] = (sampler.peak_total - idle) / 1024
+        report["largest_process_mb"] = max(workers, default=0) / 1024
+        ray.shutdown()
+    counts.save(output)
+    report["unique"] = len(counts)
+    report["counts_mb"] = os.path.getsize(output) / 1e6
+    report["sha256"] = hashlib.sha256(Path(output).read_bytes()).hexdigest()
+    return report
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--ray", action="store_true", help="also count on a local Ray cluster of 1 and 2 workers")
+    parser.add_argument("--workers", type=int, nargs="+", default=[1, 2], help="the Ray cluster sizes (CPUs) to run with --ray")
+    parser.add_argument("--corpus", nargs="+", type=Path, help="files to count (default: ../shared/data repeated to --megabytes)")
+    parser.add_argument("--megabytes", type=float, default=1000.0)
+    parser.add_argument("--repeat", type=int, default=1, help="count the corpus files this many times over")
+    parser.add_argument("--shuffled", type=Path, help="add a document-shuffled copy of the corpus, kept at this path")
+    parser.add_argument("--pattern", default="cl100k")
+    parser.add_argument("--child", help=argparse.SUPPRESS)
+    arguments = parser.parse_args()
+    if arguments.child:
+        options = json.loads(arguments.child)
+        print(json.dumps(child(options["mode"], options["files"], options["pattern"], options["output"])))
+        return
+
+    made = None
+    if arguments.corpus:
+        corpus = list(arguments.corpus)
+    else:
+        made = build_mix(int(arguments.megabytes * 1e6), data_directory())
+        corpus = [made]
+    try:
+        files = [str(path) for path in corpus] * arguments.repeat
+        if arguments.shuffled:
+            if not arguments.shuffled.exists():
+                build_shuffled(corpus, arguments.shuffled)
+            files.append(str(arguments.shuffled))
+        size_mb = sum(os.path.getsize(path) for path in files) / 1e6
+        print(f"counting {size_mb:,.0f} MB in {len(files)} files, pattern {arguments.pattern}, "
+              f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} before")
+        modes = ["local"] + ([f"ray-{workers}" for workers in arguments.workers] if arguments.ray else [])
+        reports = {}
+        for mode in modes:
+            reports[mode] = measured(mode, files, arguments.pattern)
+        local = reports["local"]
+        print(f"{'':26} {'wall s':>7} {'MB/s':>7} {'start s':>8} {'peak MB':>8} {'largest MB':>10} {'idle MB':>8} {'wall / local':>12}")
+        for mode, report in reports.items():
+            name = "polytok.count (local)" if mode == "local" else f"Ray, {mode.split('-')[1]} worker(s)"
+            peak = report["peak_added_mb"]
+            print(f"{name:26} {report['seconds']:7.2f} {size_mb / report['seconds']:7.1f} "
+                  f"{report.get('startup_seconds', 0):8.2f} {peak:8.0f} {report.get('largest_process_mb', peak):10.0f} "
+                  f"{report.get('idle_mb', 0):8.0f} {report['seconds'] / local['seconds']:12.2f}")
+        identical = len({report["sha256"] for report in reports.values()}) == 1
+        print(f"{local['unique']:,} unique pre-tokens; counts file {local['counts_mb']:.1f} MB; saved counts "
+              f"{'byte-identical' if identical else 'DIFFER'}; load average {os.getloadavg()[0]:.1f} after")
+    finally:
+        if made is not None:
+            made.unlink()
+
+
+def measured(mode: str, files: list[str], pattern: str) -> dict:
+    """run_child's report, with the child's peak resident size (MB) from wait4."""
+    with tempfile.TemporaryDirectory(prefix="polytok-bench-scale-") as directory:
+        output = os.path.join(directory, "counts.ptc")
+        arguments = json.dumps({"mode": mode, "files": files, "pattern": pattern, "output": output})
+        process = subprocess.Popen([sys.executable, __file__, "--child", arguments], stdout=subprocess.PIPE)
+        stdout = process.stdout.read()
+        _, status, usage = os.wait4(process.pid, 0)
+        if status:
+            raise SystemExit(f"{mode} failed with status {status}")
+        report = json.loads(stdout)
+    if mode == "local":
+        report["peak_added_mb"] = usage.ru_maxrss / 1024 - report["baseline_mb"]
+    return report
+
+
+if __name__ == "__main__":
+    main()

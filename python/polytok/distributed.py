@@ -1,0 +1,321 @@
+"""Counting on a Ray cluster: the corpus files are cut into shards, each Ray task counts one
+shard with the Rust core (`polytok.count` on its documents), and a tree of tasks adds the counts
+as they come in (see `_count_and_add`), so that memory is bounded by the counts, not the corpus.
+
+A shard is a list of spans: whole files, or parts of a large plain-text file cut where the corpus
+reader would cut a document (`polytok.corpus.next_cut`), so the spans of a file hold exactly its
+pre-tokens. Counts add exactly (`PreTokenCounts.__add__`), so the result is byte-identical to the
+local count whatever the number of workers, shards or retries.
+
+The driver (this process) lists the files and finds the cuts; every node reads the files at the
+same path, so they must be on storage that every node sees. A task whose worker dies is retried
+(`retries` times); one that fails on bad input raises that input's polytok.Error here, and the
+other tasks are cancelled. Nothing is written: `count` returns the counts or raises.
+"""
+from __future__ import annotations
+
+import logging
+import os
+import socket
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+import polytok
+from polytok import corpus
+from polytok.corpus import Source
+from polytok.counts import PreTokenCounts, count, make_counter, nothing_counted
+from polytok.errors import ClusterError, ConfigError, CorpusError, Error
+from polytok.progress import progress_bar
+
+#: What `address` may name besides host:port (see `connect`).
+ADDRESS_KEYWORDS = ("local", "auto")
+#: Shards get about this many per cluster CPU, so that a slow shard does not hold the others up...
+SHARDS_PER_CPU = 4
+#: ...within these sizes (bytes of the files on disk).
+MIN_SHARD_BYTES = 4 << 20
+MAX_SHARD_BYTES = 256 << 20
+#: Shards counted at a time per task slot: enough to keep the CPUs busy while counts are added.
+IN_FLIGHT_PER_CPU = 2
+#: How often a task whose worker died is run again (Ray's own default).
+DEFAULT_RETRIES = 3
+#: Seconds to wait for a cluster's host:port to accept a connection.
+CONNECT_TIMEOUT_SECONDS = 10
+
+
+@dataclass(frozen=True)
+class Span:
+    """Bytes [start, stop) of a file, or the whole file (stop None); `size` is its length on disk."""
+
+    path: str
+    start: int
+    stop: int | None
+    size: int
+
+    def __str__(self) -> str:
+        return self.path if self.stop is None else f"{self.path} bytes {self.start}..{self.stop}"
+
+
+def corpus_files(source: Source) -> list[Path]:
+    """The files a corpus of file names names (a path, directory or glob, or a list of them), as
+    absolute paths: Ray workers do not run in the driver's working directory."""
+    if isinstance(source, (str, os.PathLike)):
+        source = [source]
+    if isinstance(source, (list, tuple)) and source and all(isinstance(item, (str, os.PathLike)) for item in source):
+        return [Path(os.path.abspath(path)) for item in source for path in corpus.expand_paths(item)]
+    raise ConfigError(
+        "engine='ray' counts files that every node can read: pass a path, a directory, a glob or a list of "
+        f"them, not {type(source).__name__}; documents in memory are counted by the local engine"
+    )
+
+
+def plan_shards(files: list[Path], shard_bytes: int) -> list[list[Span]]:
+    """The files as shards of about `shard_bytes` each: small files grouped, plain-text files
+    larger than that cut into spans at safe cuts (compressed, .jsonl and .parquet files stay whole)."""
+    spans: list[Span] = []
+    for path in files:
+        size = _file_size(path)
+        if size <= shard_bytes or not corpus.is_splittable(path):
+            spans.append(Span(str(path), 0, None, size))
+            continue
+        start = 0
+        while start < size:
+            cut = corpus.next_cut(path, start + shard_bytes) if start + shard_bytes < size else None
+            stop = size if cut is None or cut >= size else cut
+            spans.append(Span(str(path), start, stop, stop - start))
+            start = stop
+    shards: list[list[Span]] = []
+    filled = 0
+    for span in spans:
+        if not shards or filled + span.size > shard_bytes:
+            shards.append([])
+            filled = 0
+        shards[-1].append(span)
+        filled += span.size
+    return shards
+
+
+def shard_size(total_bytes: int, cpus: int) -> int:
+    """Shard bytes for a corpus of `total_bytes` on `cpus` CPUs (see SHARDS_PER_CPU)."""
+    return max(MIN_SHARD_BYTES, min(MAX_SHARD_BYTES, total_bytes // max(1, SHARDS_PER_CPU * cpus) + 1))
+
+
+def count_on_ray(
+    source: Source,
+    pattern: str | None = "cl100k",
+    special_tokens: list[str] | None = None,
+    *,
+    address: str | None = None,
+    num_threads: int | None = None,
+    progress: bool = True,
+    text_field: str = "text",
+    text_column: str = "text",
+    errors: str = "strict",
+    shard_bytes: int | None = None,
+    retries: int = DEFAULT_RETRIES,
+) -> PreTokenCounts:
+    """`polytok.count(source, ..., engine="ray", address=address)`: the counts of the corpus files,
+    counted on a Ray cluster in shards of `shard_bytes` (None: see `shard_size`), each task on
+    `num_threads` threads (None: 1), a task whose worker dies retried `retries` times."""
+    if errors not in corpus.ERROR_MODES:
+        raise ConfigError(f"errors={errors!r}; expected one of {', '.join(corpus.ERROR_MODES)}")
+    for name, value, least in (("shard_bytes", shard_bytes, 1), ("retries", retries, 0)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
+            raise ConfigError(f"{name}={value!r}; expected an integer of at least {least}")
+    # The pattern and special tokens are checked before any cluster is started.
+    _, regex = make_counter(pattern, special_tokens, 1)
+    files = corpus_files(source)
+    with connect(address) as ray:
+        cpus = int(ray.cluster_resources().get("CPU", 1))
+        total = sum(_file_size(path) for path in files)
+        shards = plan_shards(files, shard_bytes or shard_size(total, cpus))
+        options = {"text_field": text_field, "text_column": text_column, "errors": errors}
+        threads = num_threads or 1
+        largest_node = max((node["Resources"].get("CPU", 0) for node in ray.nodes() if node["Alive"]), default=0)
+        if threads > largest_node:
+            raise ConfigError(
+                f"num_threads={threads}, but the largest node of the Ray cluster has {largest_node:g} CPUs: "
+                "a task could never be placed"
+            )
+        count_shard = ray.remote(_count_shard).options(num_cpus=threads, num_returns=2, max_retries=retries)
+        add = ray.remote(_add).options(max_retries=retries)
+        arguments = (polytok.__version__, regex, special_tokens, threads, options)
+        window = IN_FLIGHT_PER_CPU * max(1, cpus // threads)
+        with progress_bar(progress, desc="counting", unit="B", unit_scale=True, total=total) as bar:
+            counts, documents, non_empty = _count_and_add(ray, count_shard, add, shards, arguments, window, retries, bar)
+    if counts is None:
+        raise nothing_counted(source, documents, non_empty)
+    return counts
+
+
+def _file_size(path: Path) -> int:
+    """The size of a corpus file on disk; CorpusError if it cannot be read."""
+    try:
+        return os.path.getsize(path)
+    except OSError as error:
+        raise CorpusError(f"cannot read {str(path)!r}: {error.strerror}") from None
+
+
+def _count_and_add(
+    ray: Any, count_shard: Any, add: Any, shards: list[list[Span]], arguments: tuple, window: int, retries: int, bar: Any
+) -> tuple[PreTokenCounts | None, int, int]:
+    """The sum of the shards' counts, with their documents and non-empty documents.
+
+    At most `window` shards are counted at a time, and their counts are added as they come in, in
+    a tree whose levels are those of a binary counter: two sums of 2^k shards make one of 2^(k+1).
+    So the cluster holds the counts of at most `window` shards and one partial sum per level, not
+    of every shard, whatever the corpus size; the sum is exact in any order.
+    """
+    waiting = iter(shards)
+    counting: dict[Any, tuple[list[Span], Any]] = {}  # summary reference -> (shard, counts reference)
+    sums: list[tuple[int, Any]] = []  # (level, reference to the sum of 2^level shards), levels falling
+    documents = non_empty = 0
+
+    def start_next() -> None:
+        shard = next(waiting, None)
+        if shard is not None:
+            summary, counts = count_shard.remote(shard, *arguments)
+            counting[summary] = (shard, counts)
+
+    try:
+        for _ in range(window):
+            start_next()
+        while counting:
+            (done,), _ = ray.wait(list(counting), num_returns=1)
+            shard, counts = counting.pop(done)
+            shard_documents, shard_non_empty = get_result(ray, done, "counting " + ", ".join(map(str, shard)), retries)
+            documents += shard_documents
+            non_empty += shard_non_empty
+            start_next()
+            level = 0
+            while sums and sums[-1][0] == level:
+                counts = add.remote(sums.pop()[1], counts)
+                level += 1
+            sums.append((level, counts))
+            bar.update(sum(span.size for span in shard))
+        total = None
+        for _, partial in reversed(sums):
+            total = partial if total is None else add.remote(partial, total)
+        return get_result(ray, total, "adding the counts of the shards", retries), documents, non_empty
+    except BaseException:
+        for summary in counting:
+            ray.cancel(summary, force=True)
+        raise
+
+
+def _add(left: PreTokenCounts | None, right: PreTokenCounts | None) -> PreTokenCounts | None:
+    """The sum of two shards' counts (None: a shard that held nothing to count)."""
+    if left is None or right is None:
+        return right if left is None else left
+    return left + right
+
+
+def get_result(ray: Any, reference: Any, what: str, retries: int) -> Any:
+    """ray.get(reference) of a task doing `what`, with the task's polytok.Error raised as itself
+    and a lost worker or node as a ClusterError that names `what`."""
+    from ray import exceptions
+
+    try:
+        return ray.get(reference)
+    except exceptions.RayTaskError as error:
+        if isinstance(error.cause, Error):
+            raise error.cause from None
+        raise
+    except exceptions.RayError as error:
+        raise ClusterError(
+            f"a Ray task failed {what} after {retries} retries: {type(error).__name__}: "
+            f"{str(error).splitlines()[0] if str(error) else 'no details'}"
+        ) from None
+
+
+def _count_shard(
+    shard: list[Span], version: str, regex: str | None, special_tokens: list[str] | None, threads: int, options: dict[str, str]
+) -> tuple[tuple[int, int], PreTokenCounts | None]:
+    """A Ray task: the (documents, non-empty documents) of a shard and its counts (None: nothing
+    to count, which is an error only if the whole corpus has nothing)."""
+    if version != polytok.__version__:
+        raise ClusterError(
+            f"a Ray worker runs polytok {polytok.__version__} but the driver runs {version}; "
+            "install the same polytok on every node"
+        )
+    seen = {"documents": 0, "non_empty": 0, "read": False}
+
+    def documents() -> Iterator[str | bytes]:
+        for span in shard:
+            try:
+                for document in _span_documents(span, options):
+                    seen["documents"] += 1
+                    seen["non_empty"] += bool(document)
+                    yield document
+            except CorpusError as error:
+                raise CorpusError(f"{error} (read on Ray node {socket.gethostname()})") from None
+        seen["read"] = True
+
+    try:
+        counts = count(polytok.texts(documents()), regex, special_tokens, num_threads=threads, progress=False)
+    except CorpusError:
+        if not seen["read"]:
+            raise
+        counts = None  # every document was read: the shard only had nothing to count
+    return (seen["documents"], seen["non_empty"]), counts
+
+
+def _span_documents(span: Span, options: dict[str, str]) -> Iterator[str | bytes]:
+    """The documents of one span, read by the corpus reader."""
+    if span.stop is None:
+        return corpus.read_file(Path(span.path), **options)
+    return corpus.read_text_span(Path(span.path), span.start, span.stop, options["errors"])
+
+
+class connect:
+    """`with connect(address) as ray:` the ray module, connected to the cluster at `address`
+    (see `polytok.count`); disconnected at the end if this connected it."""
+
+    def __init__(self, address: str | None):
+        self.address = address
+        self.connected = False
+
+    def __enter__(self) -> Any:
+        try:
+            import ray
+        except ImportError:
+            raise ConfigError("engine='ray' needs the ray package: pip install 'polytok[ray]'") from None
+        if ray.is_initialized():
+            current = ray.get_runtime_context().gcs_address
+            if self.address not in (None, current):
+                raise ConfigError(
+                    f"this process is connected to the Ray cluster at {current}; pass address=None to use it, "
+                    f"not {self.address!r}"
+                )
+            return ray
+        if self.address is not None and self.address not in ADDRESS_KEYWORDS:
+            _check_reachable(self.address)
+        try:
+            # Ray's start-up lines would land between the progress bar and the result.
+            ray.init(address=self.address, include_dashboard=False, logging_level=logging.ERROR,
+                     log_to_driver=False, configure_logging=True)
+        except (ConnectionError, ValueError, RuntimeError) as error:
+            raise ClusterError(f"cannot connect to the Ray cluster at {self.address!r}: {error}") from None
+        self.connected = True
+        return ray
+
+    def __exit__(self, *exception: object) -> None:
+        if self.connected:
+            import ray
+
+            ray.shutdown()
+
+
+def _check_reachable(address: str) -> None:
+    """ClusterError unless host:port (optionally ray://host:port) accepts a TCP connection; Ray
+    itself would retry for a minute before failing."""
+    host, separator, port = address.removeprefix("ray://").rpartition(":")
+    if not separator or not host or not port.isdigit():
+        raise ConfigError(f"Ray address {address!r}; expected 'local', 'auto' or host:port (e.g. 10.0.0.1:6379)")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=CONNECT_TIMEOUT_SECONDS).close()
+    except OSError as error:
+        raise ClusterError(
+            f"cannot reach the Ray cluster at {address!r}: {error.strerror or error}; start one with "
+            "`ray start --head` and pass the address it prints"
+        ) from None
