@@ -173,6 +173,16 @@ class BaseTokenizer:
             "certificate": certificate,
         }
 
+    # ---- applying a tokeniser: streaming, offsets, truncation, chunking, padding, healing ------
+    # Thin entry points; the logic is in streaming.py, offsets.py, chunking.py and healing.py.
+
+    def decode_stream(self, batch_size: int | None = None) -> Any:
+        """A stream whose `step(id)` returns only complete characters and `flush()` the rest
+        (streaming.py); `batch_size` streams stepped together when given."""
+        from polytok.streaming import decode_stream
+
+        return decode_stream(self, batch_size)
+
 
 class Tokenizer(BaseTokenizer):
     """A byte-level tokeniser: `vocab[i]` is the bytes of ordinary id i; special ids come after.
