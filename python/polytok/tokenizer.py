@@ -183,6 +183,20 @@ class BaseTokenizer:
 
         return decode_stream(self, batch_size)
 
+    def encode_with_offsets(
+        self,
+        text: str | bytes,
+        *,
+        unit: Literal["bytes", "chars"] = "bytes",
+        allowed_special: SpecialSet = frozenset(),
+        disallowed_special: SpecialSet = "all",
+    ) -> tuple[list[int], np.ndarray]:
+        """The ids of `text` and each token's (start, end) in it (int64, shape (n, 2)), in
+        bytes or characters; the offsets tile the input (offsets.py)."""
+        from polytok.offsets import encode_with_offsets
+
+        return encode_with_offsets(self, text, unit=unit, allowed_special=allowed_special, disallowed_special=disallowed_special)
+
 
 class Tokenizer(BaseTokenizer):
     """A byte-level tokeniser: `vocab[i]` is the bytes of ordinary id i; special ids come after.
