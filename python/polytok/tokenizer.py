@@ -197,6 +197,60 @@ class BaseTokenizer:
 
         return encode_with_offsets(self, text, unit=unit, allowed_special=allowed_special, disallowed_special=disallowed_special)
 
+    def encode_truncated(
+        self,
+        text: str | bytes,
+        max_tokens: int,
+        *,
+        side: Literal["left", "right"] = "right",
+        allowed_special: SpecialSet = frozenset(),
+        disallowed_special: SpecialSet = "all",
+    ) -> list[int]:
+        """`encode(text)` cut to at most `max_tokens` tokens without splitting a character,
+        keeping the start (side="right") or the end (side="left") (chunking.py)."""
+        from polytok.chunking import encode_truncated
+
+        return encode_truncated(self, text, max_tokens, side=side, allowed_special=allowed_special,
+                                disallowed_special=disallowed_special)
+
+    def chunk(
+        self,
+        text: str | bytes,
+        max_tokens: int,
+        overlap: int = 0,
+        *,
+        allowed_special: SpecialSet = frozenset(),
+        disallowed_special: SpecialSet = "all",
+    ) -> list[Any]:
+        """`encode(text)` as `Chunk`s of at most `max_tokens` ids overlapping by at most
+        `overlap`, each with the span of the text it decodes to (chunking.py)."""
+        from polytok.chunking import chunk
+
+        return chunk(self, text, max_tokens, overlap, allowed_special=allowed_special, disallowed_special=disallowed_special)
+
+    def encode_batch_padded(
+        self,
+        texts: Iterable[str | bytes],
+        *,
+        max_tokens: int | None = None,
+        pad_id: int | None = None,
+        padding_side: Literal["left", "right"] = "right",
+        truncation_side: Literal["left", "right"] = "right",
+        pad_to_multiple_of: int | None = None,
+        num_threads: int | None = None,
+        allowed_special: SpecialSet = frozenset(),
+        disallowed_special: SpecialSet = "all",
+    ) -> Any:
+        """The encodings of `texts` as a `PaddedBatch(ids, attention_mask)` of numpy matrices,
+        padded on `padding_side`, each truncated to `max_tokens` when given (chunking.py)."""
+        from polytok.chunking import encode_batch_padded
+
+        return encode_batch_padded(
+            self, texts, max_tokens=max_tokens, pad_id=pad_id, padding_side=padding_side,
+            truncation_side=truncation_side, pad_to_multiple_of=pad_to_multiple_of, num_threads=num_threads,
+            allowed_special=allowed_special, disallowed_special=disallowed_special,
+        )
+
 
 class Tokenizer(BaseTokenizer):
     """A byte-level tokeniser: `vocab[i]` is the bytes of ordinary id i; special ids come after.
