@@ -251,6 +251,20 @@ class BaseTokenizer:
             allowed_special=allowed_special, disallowed_special=disallowed_special,
         )
 
+    def heal(self, ids: Iterable[int] | np.ndarray) -> tuple[list[int], bytes]:
+        """Token healing: (the prompt `ids` without its unstable last tokens, their bytes); the
+        next token should come from `tokens_starting_with(removed)` (healing.py)."""
+        from polytok.healing import heal
+
+        return heal(self, ids)
+
+    def tokens_starting_with(self, prefix: bytes | str, *, or_prefixes: bool = False) -> np.ndarray:
+        """Ids (ascending) of the ordinary tokens whose bytes start with `prefix`; with
+        `or_prefixes` also those that are a proper prefix of it (healing.py)."""
+        from polytok.healing import tokens_starting_with
+
+        return tokens_starting_with(self, prefix, or_prefixes=or_prefixes)
+
 
 class Tokenizer(BaseTokenizer):
     """A byte-level tokeniser: `vocab[i]` is the bytes of ordinary id i; special ids come after.
