@@ -11,7 +11,7 @@ import sys
 from typing import Sequence
 
 import polytok
-from polytok.cli import apply, certify, corpus, evaluate, train
+from polytok.cli import apply, certify, corpus, evaluate, export, train
 from polytok.cli.options import Command
 from polytok.errors import Error
 
@@ -20,6 +20,7 @@ COMMANDS: dict[str, Command] = {
     **corpus.COMMANDS,
     **train.COMMANDS,
     **apply.COMMANDS,
+    **export.COMMANDS,
     **certify.COMMANDS,
     **evaluate.COMMANDS,
 }
