@@ -265,6 +265,15 @@ class BaseTokenizer:
 
         return tokens_starting_with(self, prefix, or_prefixes=or_prefixes)
 
+    # ---- other libraries' forms: SentencePiece and transformers ----------------------------
+
+    def save_sentencepiece(self, path: str | Path) -> None:
+        """Writes a SentencePiece `.model` with the same ids (BPE or Unigram without a
+        pre-tokenisation pattern; ConfigError says why otherwise) (formats/sentencepiece.py)."""
+        from polytok.formats.sentencepiece import save_sentencepiece
+
+        save_sentencepiece(self, path)
+
 
 class Tokenizer(BaseTokenizer):
     """A byte-level tokeniser: `vocab[i]` is the bytes of ordinary id i; special ids come after.

@@ -69,3 +69,13 @@ def test_export_formats_load_back(saved, tmp_path, capsysbinary, file_format, su
     options = {"pattern": "cl100k"} if file_format == "tiktoken" else {}
     text = "Export me, héllo 😀"
     assert polytok.load(output, **options).encode(text) == tokenizers()["bpe-cl100k"].encode(text)
+
+
+def test_export_sentencepiece(saved, tmp_path, capsysbinary):
+    output = tmp_path / "whole.model"
+    status, _, err = run(capsysbinary, "export", "-t", str(saved["whole"]), "--format", "sentencepiece", "-o", str(output))
+    assert status == 0, err
+    assert polytok.load(output).encode("the é theme") == polytok.load(saved["whole"]).encode("the é theme")
+    refused = tmp_path / "refused.model"
+    status, _, err = run(capsysbinary, "export", "-t", str(saved["viterbi"]), "--format", "sentencepiece", "-o", str(refused))
+    assert status == 2 and b"no pre-tokenisation regex" in err and not refused.exists()

@@ -103,9 +103,11 @@ def load(
 
 
 def save(tokenizer: Tokenizer | LoadedTokenizer, path: str | Path, format: str = "polytok") -> None:
-    """Writes `tokenizer` as `format`: "polytok" (JSON), "tiktoken" (BPE ranks) or
-    "huggingface" (tokenizer.json). ConfigError where the format cannot hold the tokeniser."""
-    writers = {"polytok": tokenizer.save, "tiktoken": tokenizer.save_tiktoken, "huggingface": tokenizer.save_huggingface}
+    """Writes `tokenizer` as `format`: "polytok" (JSON), "tiktoken" (BPE ranks), "huggingface"
+    (tokenizer.json) or "sentencepiece" (.model). ConfigError where the format cannot hold the
+    tokeniser."""
+    writers = {"polytok": tokenizer.save, "tiktoken": tokenizer.save_tiktoken, "huggingface": tokenizer.save_huggingface,
+               "sentencepiece": tokenizer.save_sentencepiece}
     if format not in writers:
         raise ConfigError(f"unknown tokeniser file format {format!r}; known: {', '.join(writers)}")
     writers[format](path)
