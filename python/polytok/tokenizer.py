@@ -274,6 +274,13 @@ class BaseTokenizer:
 
         save_sentencepiece(self, path)
 
+    def to_transformers(self, **special: Any) -> Any:
+        """A `transformers.PreTrainedTokenizerFast` with these ids and this decoding, bos/eos/pad
+        mapped to the special tokens (`bos_token=...` etc. to choose) (formats/transformers.py)."""
+        from polytok.formats.transformers import to_transformers
+
+        return to_transformers(self, **special)
+
 
 class Tokenizer(BaseTokenizer):
     """A byte-level tokeniser: `vocab[i]` is the bytes of ordinary id i; special ids come after.
