@@ -139,9 +139,11 @@ def test_tokens_starting_with_equals_a_scan(name, prefix):
     tokenizer = tokenizers()[name]
     texts = [tokenizer.token_bytes(i) for i in range(len(tokenizer.vocab))]
     expected = [i for i, text in enumerate(texts) if text.startswith(prefix)]
-    assert tokenizer.tokens_starting_with(prefix).tolist() == expected
+    found = tokenizer.tokens_starting_with(prefix)
+    assert sorted(found.tolist()) == expected and not found.flags.writeable
+    assert [texts[i] for i in found] == sorted(texts[i] for i in expected)  # in the order of their bytes
     with_prefixes = sorted(set(expected) | {i for i, text in enumerate(texts) if len(text) < len(prefix) and prefix.startswith(text)})
-    assert tokenizer.tokens_starting_with(prefix, or_prefixes=True).tolist() == with_prefixes
+    assert sorted(tokenizer.tokens_starting_with(prefix, or_prefixes=True).tolist()) == with_prefixes
 
 
 @pytest.mark.parametrize("name", ["hf-bpe-byte-level.json", "hf-unigram.json", "sp-bpe-bytes.model"])

@@ -14,6 +14,7 @@ Without a pattern (one pre-token per text) and for loaded tokenisers, whose pipe
 such boundaries, it backs up while the removed bytes with the token before them still start
 some token (llama.cpp's dynamic rule). It never backs up past a special token.
 
+The search runs in the core (src/heal.rs) on the prompt's text after its last special token;
 `tokens_starting_with(bytes)` is a binary search in the tokens sorted by their bytes.
 """
 from __future__ import annotations
@@ -23,9 +24,9 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
-from polytok.errors import EncodeError
-from polytok.pretokenize import PreTokenizer
-from polytok.token_index import as_id_array, token_index
+from polytok import _core
+from polytok.errors import DecodeError, EncodeError
+from polytok.token_index import TokenIndex, as_id_array, token_index
 
 if TYPE_CHECKING:
     from polytok.tokenizer import BaseTokenizer
@@ -46,76 +47,47 @@ PROBES = tuple(
 _WINDOW = 4  # pre-tokens of the prompt's end probed first; doubled while every boundary is unstable
 
 
-def _starts(pretokenizer: PreTokenizer, data: bytes) -> np.ndarray:
-    """The byte offsets where the pre-tokens of `data` start."""
-    lengths = pretokenizer.piece_lengths(data)
-    starts = np.zeros(len(lengths), dtype=np.int64)
-    np.cumsum(lengths[:-1], out=starts[1:])
-    return starts
-
-
-def stable_start(pretokenizer: PreTokenizer, data: bytes, trust_start: bool) -> int | None:
-    """The last pre-token start of `data` that no probe continuation moves (every pre-token
-    before it unchanged); 0 counts only when `trust_start`. None when there is none."""
-    base = _starts(pretokenizer, data)
-    if len(base) == 0:
-        return 0 if trust_start else None
-    agreed = len(base)
-    for probe in PROBES:
-        extended = _starts(pretokenizer, data + probe)
-        common = min(agreed, len(extended))
-        differing = np.flatnonzero(base[:common] != extended[:common])
-        agreed = int(differing[0]) if len(differing) else common
-        # base[:agreed] are starts both share; the pre-token at base[agreed - 1] is the same in
-        # both only if the next start is too, so the last shared start is the cut
-        if agreed <= 1:
-            break
-    if agreed == 0:
-        return None
-    cut = int(base[agreed - 1])
-    if cut == 0 and not trust_start:
-        return None
-    return cut
-
-
 def heal(tokenizer: BaseTokenizer, ids: Iterable[int] | np.ndarray) -> tuple[list[int], bytes]:
     """(the prompt without its unstable last tokens, the bytes they held); see the module
     docstring. EncodeError for an empty prompt, DecodeError for an id that is no token."""
-    values = as_id_array(ids, "heal")
-    if len(values) == 0:
+    prompt = ids.tolist() if isinstance(ids, np.ndarray) else list(ids)
+    if not prompt:
         raise EncodeError("heal needs a prompt of at least one token; the ids given are empty")
     index = token_index(tokenizer)
-    index.check_ids(values, "heal")
-    prompt = values.tolist()
-    tail = len(prompt)
-    while tail > 0 and prompt[tail - 1] not in index.special_ids:
-        tail -= 1
+    try:
+        data = tokenizer.decode_bytes(prompt)
+    except DecodeError:
+        index.check_ids(as_id_array(prompt, "heal"), "heal")  # the error naming the bad id
+        raise
+    tail = _after_last_special(prompt, index.special_ids, len(tokenizer.vocab))
     if tail == len(prompt):
         return prompt, b""  # it ends in a special token: nothing to restart
     pattern = getattr(tokenizer, "pattern", None)
     if pattern is None or hasattr(tokenizer, "pipeline"):
         return _heal_by_prefixes(index, prompt, tail)
-    pretokenizer = _pretokenizer(tokenizer, pattern)
-    data = tokenizer.decode_bytes(values[tail:])
-    # Pre-tokenising from a pre-token start gives the pieces the whole text has there (the
-    # patterns look behind nothing), so the probes run on the last few pre-tokens only.
-    starts = _starts(pretokenizer, data)
-    pieces = _WINDOW
-    while True:
-        first = max(0, len(starts) - pieces)
-        offset = int(starts[first]) if len(starts) else 0
-        cut = stable_start(pretokenizer, data[offset:], trust_start=first == 0)
-        if cut is not None:
-            cut += offset
-            break
-        pieces *= 2
-    ends = np.cumsum(index.lengths[values[tail:]])
-    kept = int(np.searchsorted(ends, cut, side="right"))  # tokens ending at or before the cut
-    start = int(ends[kept - 1]) if kept else 0
-    return prompt[: tail + kept], data[start:]
+    if tail:
+        data = tokenizer.decode_bytes(prompt[tail:])
+    cut = _stable_start(pattern).cut(data, _WINDOW)
+    # Back up over the tokens that end after the cut (a token across it goes too).
+    removed_length, kept = 0, len(prompt)
+    lengths = index.lengths
+    while kept > tail and removed_length < len(data) - cut:
+        kept -= 1
+        removed_length += int(lengths[prompt[kept]])
+    return prompt[:kept], data[len(data) - removed_length :]
 
 
-def _heal_by_prefixes(index, prompt: list[int], tail: int) -> tuple[list[int], bytes]:
+def _after_last_special(prompt: list[int], special_ids: frozenset[int], ordinary: int) -> int:
+    """The index after the prompt's last special token (0 when it has none)."""
+    if not special_ids or max(prompt) < ordinary:
+        return 0
+    at = len(prompt)
+    while at > 0 and prompt[at - 1] not in special_ids:
+        at -= 1
+    return at
+
+
+def _heal_by_prefixes(index: TokenIndex, prompt: list[int], tail: int) -> tuple[list[int], bytes]:
     """Back up while the removed bytes, with the token before them, still start some token."""
     kept = len(prompt) - 1
     removed = index.bytes_of[prompt[kept]]
@@ -128,21 +100,22 @@ def _heal_by_prefixes(index, prompt: list[int], tail: int) -> tuple[list[int], b
     return prompt[:kept], removed
 
 
-_PRETOKENIZERS: dict[str, PreTokenizer] = {}
+_STABLE_STARTS: dict[str, object] = {}
 
 
-def _pretokenizer(tokenizer: BaseTokenizer, pattern: str) -> PreTokenizer:
-    if pattern not in _PRETOKENIZERS:
-        if len(_PRETOKENIZERS) > 16:
-            _PRETOKENIZERS.clear()
-        _PRETOKENIZERS[pattern] = PreTokenizer(pattern)
-    return _PRETOKENIZERS[pattern]
+def _stable_start(pattern: str) -> object:
+    """The core's stable-start search for `pattern` with PROBES, built once per pattern."""
+    if pattern not in _STABLE_STARTS:
+        if len(_STABLE_STARTS) > 16:
+            _STABLE_STARTS.clear()
+        _STABLE_STARTS[pattern] = _core.StableStart(pattern, list(PROBES))
+    return _STABLE_STARTS[pattern]
 
 
 def tokens_starting_with(tokenizer: BaseTokenizer, prefix: bytes | str, *, or_prefixes: bool = False) -> np.ndarray:
-    """Ids (int64, ascending) of the ordinary tokens whose bytes start with `prefix`; with
-    `or_prefixes=True` also those that are a proper prefix of it, which a generation loop needs
-    when `prefix` is longer than any token."""
+    """Ids (int64, read-only, in the order of their bytes) of the ordinary tokens whose bytes
+    start with `prefix`; with `or_prefixes=True` the tokens that are a proper prefix of it come
+    first, which a generation loop needs when `prefix` is longer than any token."""
     if isinstance(prefix, str):
         prefix = prefix.encode("utf-8", "surrogatepass")
     elif isinstance(prefix, (bytearray, memoryview)):
@@ -152,5 +125,5 @@ def tokens_starting_with(tokenizer: BaseTokenizer, prefix: bytes | str, *, or_pr
     index = token_index(tokenizer)
     found = index.starting_with(prefix)
     if or_prefixes:
-        found = np.union1d(found, np.array(index.proper_prefixes_of(prefix), dtype=np.int64))
+        found = np.concatenate([np.array(index.proper_prefixes_of(prefix), dtype=np.int64), found])
     return found

@@ -38,8 +38,10 @@ def input_bytes(text: str | bytes) -> bytes:
 def byte_offsets(tokenizer: BaseTokenizer, ids: np.ndarray) -> np.ndarray:
     """(start, end) byte offsets (int64, shape (n, 2)) of `ids` laid end to end."""
     lengths = token_index(tokenizer).lengths[ids]
-    ends = np.cumsum(lengths)
-    return np.stack([ends - lengths, ends], axis=1)
+    offsets = np.empty((len(lengths), 2), dtype=np.int64)
+    np.cumsum(lengths, out=offsets[:, 1])
+    np.subtract(offsets[:, 1], lengths, out=offsets[:, 0])
+    return offsets
 
 
 def character_starts(data: bytes) -> np.ndarray:

@@ -49,6 +49,7 @@ class TokenIndex:
         order = sorted((text, token_id) for token_id, text in enumerate(texts[:ordinary]))
         self._sorted_bytes = [text for text, _ in order]
         self._sorted_ids = np.array([token_id for _, token_id in order], dtype=np.int64)
+        self._sorted_ids.flags.writeable = False
         # bytes -> every ordinary id with them (WordPiece spells a byte twice: word-initial and
         # continuation)
         self._ordinary_ids: dict[bytes, list[int]] = {}
@@ -65,11 +66,12 @@ class TokenIndex:
             raise DecodeError(f"{what}: id {int(ids[position])} at position {position} is not a token of this tokeniser")
 
     def starting_with(self, prefix: bytes) -> np.ndarray:
-        """Ids (ascending) of the ordinary tokens whose bytes start with `prefix`."""
+        """Ids of the ordinary tokens whose bytes start with `prefix`, in the order of their
+        bytes: a read-only view of the sorted table, so the cost does not grow with the count."""
         low = bisect.bisect_left(self._sorted_bytes, prefix)
         successor = _successor(prefix)
         high = len(self._sorted_bytes) if successor is None else bisect.bisect_left(self._sorted_bytes, successor, low)
-        return np.sort(self._sorted_ids[low:high])
+        return self._sorted_ids[low:high]
 
     def has_token_starting_with(self, prefix: bytes) -> bool:
         """Whether some ordinary token's bytes start with `prefix` (one binary search)."""

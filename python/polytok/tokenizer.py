@@ -259,8 +259,8 @@ class BaseTokenizer:
         return heal(self, ids)
 
     def tokens_starting_with(self, prefix: bytes | str, *, or_prefixes: bool = False) -> np.ndarray:
-        """Ids (ascending) of the ordinary tokens whose bytes start with `prefix`; with
-        `or_prefixes` also those that are a proper prefix of it (healing.py)."""
+        """Ids of the ordinary tokens whose bytes start with `prefix` (a read-only array in the
+        order of their bytes); `or_prefixes` adds those that are a proper prefix of it (healing.py)."""
         from polytok.healing import tokens_starting_with
 
         return tokens_starting_with(self, prefix, or_prefixes=or_prefixes)
