@@ -2,7 +2,8 @@
 
 All three cut an encoding only where a token ends on a character boundary, so no cut ever
 splits a character: the kept tokens decode to whole characters. Truncation (and so padding)
-finds the boundaries in the tokens' bytes and applies to every tokeniser; chunking reports each
+looks only at the tokens next to the cut (a token whose bytes start with a UTF-8 continuation
+byte cannot start a cut) and applies to every tokeniser; chunking reports each
 chunk's span of the input, so it needs `encode_with_offsets` and applies wherever offsets do.
 
 - `encode_truncated(text, max_tokens)`: the first (or last) at most `max_tokens` tokens.
@@ -20,7 +21,8 @@ from typing import TYPE_CHECKING, Literal, NamedTuple
 import numpy as np
 
 from polytok.errors import ConfigError, EncodeError
-from polytok.offsets import byte_offsets, character_starts, encode_with_offsets, input_bytes
+from polytok.offsets import character_starts, encode_with_offsets, input_bytes
+from polytok.token_index import token_index
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
@@ -71,18 +73,28 @@ def encode_truncated(
     """`encode(text)` cut to at most `max_tokens` tokens without splitting a character: the first
     tokens (side="right" drops the end) or the last (side="left" drops the start). The cut is
     found in the tokens' own bytes, so it applies to loaded tokenisers too (whose tokens spell
-    the normalised text)."""
+    the normalised text), and costs nothing beyond `encode`."""
     max_tokens = check_max_tokens(max_tokens)
     _check_side(side, "side")
     ids = tokenizer.encode(text, allowed_special=allowed_special, disallowed_special=disallowed_special)
+    return truncate(tokenizer, ids, max_tokens, side)
+
+
+def truncate(tokenizer: BaseTokenizer, ids: list[int], max_tokens: int, side: Side = "right") -> list[int]:
+    """`ids` cut to at most `max_tokens` without splitting a character: a cut before token k
+    splits one exactly when token k's bytes start with a UTF-8 continuation byte, so the cut
+    moves back (or, keeping the end, forward) past such tokens."""
     if len(ids) <= max_tokens:
         return ids
-    values = np.array(ids, dtype=np.int64)
-    points = cut_points(tokenizer.decode_bytes(values), byte_offsets(tokenizer, values))
+    continues = token_index(tokenizer).continues_character
     if side == "right":
-        end = int(points[np.searchsorted(points, max_tokens, side="right") - 1])
+        end = max_tokens
+        while end > 0 and continues[ids[end]]:
+            end -= 1
         return ids[:end]
-    start = int(points[np.searchsorted(points, len(ids) - max_tokens, side="left")])
+    start = len(ids) - max_tokens
+    while start < len(ids) and continues[ids[start]]:
+        start += 1
     return ids[start:]
 
 
@@ -207,14 +219,9 @@ def encode_batch_padded(
     elif isinstance(pad_id, bool) or not isinstance(pad_id, (int, np.integer)) or not 0 <= pad_id < tokenizer.n_vocab:
         raise ConfigError(f"pad_id must be an id of this tokeniser (0..{tokenizer.n_vocab - 1}), not {pad_id!r}")
     texts = list(texts)
-    if max_tokens is None:
-        encoded = tokenizer.encode_batch(texts, num_threads, allowed_special=allowed_special, disallowed_special=disallowed_special)
-    else:
-        encoded = [
-            encode_truncated(tokenizer, text, max_tokens, side=truncation_side,
-                             allowed_special=allowed_special, disallowed_special=disallowed_special)
-            for text in texts
-        ]
+    encoded = tokenizer.encode_batch(texts, num_threads, allowed_special=allowed_special, disallowed_special=disallowed_special)
+    if max_tokens is not None:
+        encoded = [truncate(tokenizer, ids, max_tokens, truncation_side) for ids in encoded]
     lengths = np.array([len(ids) for ids in encoded], dtype=np.int64)
     width = int(lengths.max()) if len(lengths) else 0
     if pad_to_multiple_of is not None:

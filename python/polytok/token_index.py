@@ -43,6 +43,9 @@ class TokenIndex:
         self.lengths = np.array([0 if text is None else len(text) for text in texts], dtype=np.int64)
         #: id -> its bytes as text when they are whole UTF-8 characters, else None.
         self.texts: list[str | None] = [_whole_text(text) for text in texts]
+        #: whether each id's bytes start with a UTF-8 continuation byte (a cut before it would
+        #: split a character).
+        self.continues_character: list[bool] = [text is not None and (text[0] & 0xC0) == 0x80 for text in texts]
         #: whether each id is a token at all.
         self.known = np.array([text is not None for text in texts], dtype=bool)
         self.special_ids = frozenset(special_ids)
