@@ -1,5 +1,5 @@
 """Reading and writing tokeniser files: polytok's own JSON, tiktoken ranks, HF tokenizer.json,
-SentencePiece models (read only).
+SentencePiece models.
 
 `load` is the one place that tells a file's format (`detect_format`, from its name and first
 bytes; JSON files by their fields). polytok's own files and those other libraries' files that
