@@ -14,7 +14,12 @@ fn piece_starts(pretokenizer: &PreTokenizer, text: &[u8], out: &mut Vec<usize>) 
 /// pre-token before it, for every probe. The probes run on the last `first_window` pre-tokens
 /// (pre-tokenising from a pre-token start gives the pieces the whole text has there), doubled
 /// while the only start they keep is the window's own; the text's start counts as stable.
-pub fn stable_start(pretokenizer: &PreTokenizer, text: &[u8], probes: &[Vec<u8>], first_window: usize) -> usize {
+pub fn stable_start(
+    pretokenizer: &PreTokenizer,
+    text: &[u8],
+    probes: &[Vec<u8>],
+    first_window: usize,
+) -> usize {
     let mut starts = Vec::new();
     piece_starts(pretokenizer, text, &mut starts);
     if starts.is_empty() {
@@ -55,12 +60,19 @@ mod tests {
     use super::*;
 
     fn probes() -> Vec<Vec<u8>> {
-        ["a", "s", "1", " ", "\n", "."].iter().map(|p| p.as_bytes().to_vec()).collect()
+        ["a", "s", "1", " ", "\n", "."]
+            .iter()
+            .map(|p| p.as_bytes().to_vec())
+            .collect()
     }
 
     #[test]
     fn a_trailing_space_and_a_word_end_are_unstable() {
-        let cl100k = PreTokenizer::new(Some(crate::pretokenize::Preset::Cl100k.pattern()), Vec::new()).unwrap();
+        let cl100k = PreTokenizer::new(
+            Some(crate::pretokenize::Preset::Cl100k.pattern()),
+            Vec::new(),
+        )
+        .unwrap();
         // "el" + " " + "x" would join the space to the word: the cut is the space's start
         assert_eq!(stable_start(&cl100k, b"juega en el ", &probes(), 4), 11);
         assert_eq!(stable_start(&cl100k, b"juega en el", &probes(), 4), 8);
