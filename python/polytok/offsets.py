@@ -68,10 +68,9 @@ def encode_with_offsets(
     """The ids of `text` and each token's (start, end) in it, in bytes or characters."""
     if unit not in ("bytes", "chars"):
         raise ConfigError(f"unit must be 'bytes' or 'chars', not {unit!r}")
-    data = input_bytes(text)
     if unit == "chars" and not isinstance(text, str):
         try:
-            data.decode("utf-8")
+            bytes(text).decode("utf-8")
         except UnicodeDecodeError as error:
             raise EncodeError(f"character offsets need text; the bytes given are not UTF-8 ({error})") from None
     if hasattr(tokenizer, "pipeline"):
@@ -81,5 +80,5 @@ def encode_with_offsets(
         offsets = byte_offsets(tokenizer, ids)
         ids = ids.tolist()
     if unit == "chars":
-        offsets = to_character_offsets(data, offsets)
+        offsets = to_character_offsets(input_bytes(text), offsets)
     return ids, offsets
