@@ -44,20 +44,24 @@ class DecodeStream:
     """One stream of ids to text: `step(id)` returns the characters the id completes, `flush()`
     the rest (an unfinished character as U+FFFD) and starts a new stream."""
 
+    __slots__ = ("_bytes_of", "_texts", "_table", "_size", "_decoder")
+
     def __init__(self, tokenizer: BaseTokenizer):
         index = token_index(tokenizer)
         self._bytes_of = index.bytes_of
         self._texts = index.texts
         self._size = index.size
         self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        self._pending = False  # whether the decoder holds bytes of an unfinished character
+        # The table step looks ids up in: each token's text while no bytes are held, and
+        # nothing (every id takes the byte path) while the decoder holds an unfinished character.
+        self._table = self._texts
 
     def step(self, token_id: int) -> str:
         """The text `token_id` completes (possibly ""); DecodeError for an id that is no token."""
         # The common case, kept short: nothing held and a token of whole characters.
-        if not self._pending and type(token_id) is int and token_id >= 0:
+        if type(token_id) is int and token_id >= 0:
             try:
-                text = self._texts[token_id]
+                text = self._table[token_id]
             except IndexError:
                 raise _bad_id(token_id, self._size) from None
             if text is not None:
@@ -76,13 +80,23 @@ class DecodeStream:
         if data is None:
             raise _bad_id(token_id, self._size)
         text = self._decoder.decode(data)
-        self._pending = bool(self._decoder.getstate()[0])
+        self._table = _NOTHING if self._decoder.getstate()[0] else self._texts
         return text
 
     def flush(self) -> str:
         """The bytes still held (U+FFFD for an unfinished character); the stream starts anew."""
-        self._pending = False
+        self._table = self._texts
         return self._decoder.decode(b"", True)
+
+
+class _Nothing:
+    """A table in which no id has a text: every lookup gives None."""
+
+    def __getitem__(self, token_id: int) -> None:
+        return None
+
+
+_NOTHING = _Nothing()
 
 
 class WindowDecodeStream:
