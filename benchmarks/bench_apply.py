@@ -8,7 +8,9 @@ step and offsets at most 1.3x plain encode per token).
 - offsets: `encode_with_offsets(doc)` against `encode(doc)`;
 - streaming: `step(id)` over every id of the documents, against `encode` per token;
 - healing: `encode(prompt)` then `heal(ids)` and `tokens_starting_with(removed)`, against
-  `encode(prompt)` alone, for prompts of about 4 KB, 1 KB and 100 bytes (each document's start);
+  `encode(prompt)` alone, and `heal` with `tokens_starting_with` alone on the encoded prompts
+  against the same `encode` (what healing adds; run back to back with `encode` in one loop, the
+  two evict each other's tables from the CPU caches and each runs slower), for prompts of about 4 KB, 1 KB and 100 bytes (each document's start);
 - truncation (`encode_truncated(doc, 512)`), chunking (`chunk(doc, 512, 64)`) and a padded batch
   (`encode_batch_padded(docs[i:i+32], max_tokens=512)`, one thread) against `encode`.
 
@@ -105,8 +107,15 @@ def main() -> None:
                 prefix, removed = tokenizer.heal(tokenizer.encode(prompt))
                 tokenizer.tokens_starting_with(removed)
 
+        def heal_only():
+            for ids in prompt_ids:
+                prefix, removed = tokenizer.heal(ids)
+                tokenizer.tokens_starting_with(removed)
+
         prompt_tokens = sum(map(len, prompt_ids))
         rows.append((f"encode + heal + tokens_starting_with, {label} prompts", *paired(args.repeats, encode_prompts, encode_and_heal),
+                     prompt_tokens))
+        rows.append((f"  heal + tokens_starting_with alone (the ids given)", *paired(args.repeats, encode_prompts, heal_only),
                      prompt_tokens))
         print(f"{label} prompts: {prompt_tokens / len(prompt_ids):.0f} tokens each on average")
 

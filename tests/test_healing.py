@@ -14,12 +14,14 @@ from hypothesis import strategies as st
 
 import polytok
 from polytok.errors import DecodeError, EncodeError
-from polytok.healing import PROBES
+from polytok.healing import PROBES, _stable_start
+from polytok.pretokenize import PRESETS
 from polytok.pretokenize import PreTokenizer
 from apply_tokenizers import ALPHABET, NAMES, PATTERNED, alphabet_text, tokenizers
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 READERS = Path(__file__).parent / "data" / "readers"
+DATA_TEXT = "".join(path.read_text(encoding="utf-8")[:6000] for path in sorted((Path(__file__).parent / "data").glob("*.txt")))
 # Continuations for the brute force: every probe, every character of the alphabet and every
 # pair of them, and words the tokenisers know.
 CONTINUATIONS = sorted(
@@ -154,3 +156,37 @@ def test_loaded_tokenisers_heal_by_token_prefixes(name):
         prefix, removed = tokenizer.heal(ids)
         assert tokenizer.decode_bytes(prefix) + removed == tokenizer.decode_bytes(ids)
         assert prefix == ids[: len(prefix)] and len(tokenizer.tokens_starting_with(removed)) > 0
+
+
+WORDY = st.text(alphabet="ab A1 \n\r.'\t,é中-/s", min_size=1, max_size=200)
+
+
+@pytest.mark.parametrize("preset", sorted(PRESETS))
+@settings(max_examples=200, deadline=None)
+@given(text=WORDY)
+def test_a_space_or_line_end_before_a_letter_starts_a_pre_token(preset, text):
+    """What heal relies on to pre-tokenise only a long prompt's end: a space before an ASCII
+    letter starts a pre-token, and so does a letter after a line end."""
+    data = text.encode()
+    starts = set(np.cumsum([0, *PreTokenizer(preset).piece_lengths(data)]).tolist())
+    for at in range(len(data) - 1):
+        if data[at + 1 : at + 2].isalpha():
+            if data[at : at + 1] == b" ":
+                assert at in starts
+            if data[at : at + 1] == b"\n":
+                assert at + 1 in starts
+
+
+@pytest.mark.parametrize("name", ["bpe-cl100k", "bpe-o200k", "wordpiece"])
+@SETTINGS
+@given(start=st.integers(0, 20000), end=alphabet_text)
+def test_long_prompts_heal_as_with_the_whole_text_pre_tokenised(name, start, end):
+    tokenizer = tokenizers()[name]
+    text = (DATA_TEXT[start : start + 3000] + end) or "x"
+    ids = tokenizer.encode(text)
+    prefix, removed = tokenizer.heal(ids)
+    data = text.encode()
+    cut = _stable_start(tokenizer.pattern).cut(data, 4)
+    ends = np.cumsum([len(tokenizer.token_bytes(i)) for i in ids])
+    assert prefix == ids[: int(np.searchsorted(ends, cut, side="right"))]
+    assert tokenizer.decode_bytes(prefix) + removed == data

@@ -19,6 +19,7 @@ The search runs in the core (src/heal.rs) on the prompt's text after its last sp
 """
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
@@ -26,6 +27,7 @@ import numpy as np
 
 from polytok import _core
 from polytok.errors import DecodeError, EncodeError
+from polytok.pretokenize import PRESETS
 from polytok.token_index import TokenIndex, as_id_array, token_index
 
 if TYPE_CHECKING:
@@ -45,29 +47,34 @@ PROBES = tuple(
     )
 )
 _WINDOW = 4  # pre-tokens of the prompt's end probed first; doubled while every boundary is unstable
+_TAIL_TOKENS = 64  # tokens of a long prompt's end decoded first (presets)
+_PRESET_PATTERNS = frozenset(PRESETS.values())
+_WORD_START = re.compile(rb"[ \n][A-Za-z]")
 
 
 def heal(tokenizer: BaseTokenizer, ids: Iterable[int] | np.ndarray) -> tuple[list[int], bytes]:
     """(the prompt without its unstable last tokens, the bytes they held); see the module
-    docstring. EncodeError for an empty prompt, DecodeError for an id that is no token."""
+    docstring. EncodeError for an empty prompt, DecodeError for an id that is no token among
+    those heal reads (all of them for a tokeniser with special tokens; otherwise the prompt's
+    end, the rest is returned as given)."""
     prompt = ids.tolist() if isinstance(ids, np.ndarray) else list(ids)
     if not prompt:
         raise EncodeError("heal needs a prompt of at least one token; the ids given are empty")
     index = token_index(tokenizer)
-    try:
-        data = tokenizer.decode_bytes(prompt)
-    except DecodeError:
-        index.check_ids(as_id_array(prompt, "heal"), "heal")  # the error naming the bad id
-        raise
-    tail = _after_last_special(prompt, index.special_ids, len(tokenizer.vocab))
+    tail = 0
+    if index.special_ids and _check(index, prompt) >= len(tokenizer.vocab):
+        tail = _after_last_special(prompt, index.special_ids)
     if tail == len(prompt):
         return prompt, b""  # it ends in a special token: nothing to restart
     pattern = getattr(tokenizer, "pattern", None)
     if pattern is None or hasattr(tokenizer, "pipeline"):
+        _check(index, prompt)
         return _heal_by_prefixes(index, prompt, tail)
-    if tail:
-        data = tokenizer.decode_bytes(prompt[tail:])
-    cut = _stable_start(pattern).cut(data, _WINDOW)
+    try:
+        data, cut = _cut(tokenizer, pattern, prompt, tail)
+    except DecodeError:
+        _check(index, prompt)  # names the id and its position in the whole prompt
+        raise
     # Back up over the tokens that end after the cut (a token across it goes too).
     removed_length, kept = 0, len(prompt)
     lengths = index.lengths
@@ -77,10 +84,43 @@ def heal(tokenizer: BaseTokenizer, ids: Iterable[int] | np.ndarray) -> tuple[lis
     return prompt[:kept], data[len(data) - removed_length :]
 
 
-def _after_last_special(prompt: list[int], special_ids: frozenset[int], ordinary: int) -> int:
+def _check(index: TokenIndex, prompt: list[int]) -> int:
+    """The prompt's largest id; DecodeError naming the first id that is no token."""
+    highest = 0
+    try:
+        lowest, highest = min(prompt), max(prompt)
+        fine = isinstance(lowest, int) and isinstance(highest, int) and lowest >= 0 and highest < index.size
+    except TypeError:
+        fine = False
+    if not fine or not index.all_known:
+        index.check_ids(as_id_array(prompt, "heal"), "heal")
+    return highest
+
+
+def _cut(tokenizer: BaseTokenizer, pattern: str, prompt: list[int], tail: int) -> tuple[bytes, int]:
+    """The text of prompt[start:] for some start >= tail, and the stable start in it."""
+    search = _stable_start(pattern)
+    if pattern in _PRESET_PATTERNS and len(prompt) - tail > _TAIL_TOKENS:
+        # Under the presets a space followed by an ASCII letter always starts a pre-token, and
+        # so does a letter after a line end (no alternative runs on from whitespace into a
+        # letter, and a space joins the word after it). So a long prompt's end can be
+        # pre-tokenised from the last such place before its last few pre-tokens, whatever came
+        # before it.
+        data = tokenizer.decode_bytes(prompt[len(prompt) - _TAIL_TOKENS :])
+        found = None
+        for found in _WORD_START.finditer(data, 1, max(1, len(data) - 64)):
+            pass
+        if found is not None:
+            start = found.start() if data[found.start()] == 0x20 else found.start() + 1
+            cut = start + search.cut(data[start:], _WINDOW)
+            if cut > start:
+                return data, cut
+    data = tokenizer.decode_bytes(prompt[tail:])
+    return data, search.cut(data, _WINDOW)
+
+
+def _after_last_special(prompt: list[int], special_ids: frozenset[int]) -> int:
     """The index after the prompt's last special token (0 when it has none)."""
-    if not special_ids or max(prompt) < ordinary:
-        return 0
     at = len(prompt)
     while at > 0 and prompt[at - 1] not in special_ids:
         at -= 1

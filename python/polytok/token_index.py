@@ -48,6 +48,8 @@ class TokenIndex:
         self.continues_character: list[bool] = [text is not None and (text[0] & 0xC0) == 0x80 for text in texts]
         #: whether each id is a token at all.
         self.known = np.array([text is not None for text in texts], dtype=bool)
+        #: whether every id below `size` is a token (no gaps among the special ids).
+        self.all_known = bool(self.known.all())
         self.special_ids = frozenset(special_ids)
         order = sorted((text, token_id) for token_id, text in enumerate(texts[:ordinary]))
         self._sorted_bytes = [text for text, _ in order]
