@@ -7,6 +7,7 @@ use pyo3::prelude::*;
 mod bindings;
 mod compat;
 mod count;
+mod heal;
 mod lp;
 mod metrics;
 mod pretokenize;

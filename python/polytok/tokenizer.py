@@ -184,6 +184,114 @@ class BaseTokenizer:
             "certificate": certificate,
         }
 
+    # ---- applying a tokeniser: streaming, offsets, truncation, chunking, padding, healing ------
+    # Thin entry points; the logic is in streaming.py, offsets.py, chunking.py and healing.py.
+
+    def decode_stream(self, batch_size: int | None = None) -> Any:
+        """A stream whose `step(id)` returns only complete characters and `flush()` the rest
+        (streaming.py); `batch_size` streams stepped together when given."""
+        from polytok.streaming import decode_stream
+
+        return decode_stream(self, batch_size)
+
+    def encode_with_offsets(
+        self,
+        text: str | bytes,
+        *,
+        unit: Literal["bytes", "chars"] = "bytes",
+        allowed_special: SpecialSet = frozenset(),
+        disallowed_special: SpecialSet = "all",
+    ) -> tuple[list[int], np.ndarray]:
+        """The ids of `text` and each token's (start, end) in it (int64, shape (n, 2)), in
+        bytes or characters; the offsets tile the input (offsets.py)."""
+        from polytok.offsets import encode_with_offsets
+
+        return encode_with_offsets(self, text, unit=unit, allowed_special=allowed_special, disallowed_special=disallowed_special)
+
+    def encode_truncated(
+        self,
+        text: str | bytes,
+        max_tokens: int,
+        *,
+        side: Literal["left", "right"] = "right",
+        allowed_special: SpecialSet = frozenset(),
+        disallowed_special: SpecialSet = "all",
+    ) -> list[int]:
+        """`encode(text)` cut to at most `max_tokens` tokens without splitting a character,
+        keeping the start (side="right") or the end (side="left") (chunking.py)."""
+        from polytok.chunking import encode_truncated
+
+        return encode_truncated(self, text, max_tokens, side=side, allowed_special=allowed_special,
+                                disallowed_special=disallowed_special)
+
+    def chunk(
+        self,
+        text: str | bytes,
+        max_tokens: int,
+        overlap: int = 0,
+        *,
+        allowed_special: SpecialSet = frozenset(),
+        disallowed_special: SpecialSet = "all",
+    ) -> list[Any]:
+        """`encode(text)` as `Chunk`s of at most `max_tokens` ids overlapping by at most
+        `overlap`, each with the span of the text it decodes to (chunking.py)."""
+        from polytok.chunking import chunk
+
+        return chunk(self, text, max_tokens, overlap, allowed_special=allowed_special, disallowed_special=disallowed_special)
+
+    def encode_batch_padded(
+        self,
+        texts: Iterable[str | bytes],
+        *,
+        max_tokens: int | None = None,
+        pad_id: int | None = None,
+        padding_side: Literal["left", "right"] = "right",
+        truncation_side: Literal["left", "right"] = "right",
+        pad_to_multiple_of: int | None = None,
+        num_threads: int | None = None,
+        allowed_special: SpecialSet = frozenset(),
+        disallowed_special: SpecialSet = "all",
+    ) -> Any:
+        """The encodings of `texts` as a `PaddedBatch(ids, attention_mask)` of numpy matrices,
+        padded on `padding_side`, each truncated to `max_tokens` when given (chunking.py)."""
+        from polytok.chunking import encode_batch_padded
+
+        return encode_batch_padded(
+            self, texts, max_tokens=max_tokens, pad_id=pad_id, padding_side=padding_side,
+            truncation_side=truncation_side, pad_to_multiple_of=pad_to_multiple_of, num_threads=num_threads,
+            allowed_special=allowed_special, disallowed_special=disallowed_special,
+        )
+
+    def heal(self, ids: Iterable[int] | np.ndarray) -> tuple[list[int], bytes]:
+        """Token healing: (the prompt `ids` without its unstable last tokens, their bytes); the
+        next token should come from `tokens_starting_with(removed)` (healing.py)."""
+        from polytok.healing import heal
+
+        return heal(self, ids)
+
+    def tokens_starting_with(self, prefix: bytes | str, *, or_prefixes: bool = False) -> np.ndarray:
+        """Ids of the ordinary tokens whose bytes start with `prefix` (a read-only array in the
+        order of their bytes); `or_prefixes` adds those that are a proper prefix of it (healing.py)."""
+        from polytok.healing import tokens_starting_with
+
+        return tokens_starting_with(self, prefix, or_prefixes=or_prefixes)
+
+    # ---- other libraries' forms: SentencePiece and transformers ----------------------------
+
+    def save_sentencepiece(self, path: str | Path) -> None:
+        """Writes a SentencePiece `.model` with the same ids (BPE or Unigram without a
+        pre-tokenisation pattern; ConfigError says why otherwise) (formats/sentencepiece.py)."""
+        from polytok.formats.sentencepiece import save_sentencepiece
+
+        save_sentencepiece(self, path)
+
+    def to_transformers(self, **special: Any) -> Any:
+        """A `transformers.PreTrainedTokenizerFast` with these ids and this decoding, bos/eos/pad
+        mapped to the special tokens (`bos_token=...` etc. to choose) (formats/transformers.py)."""
+        from polytok.formats.transformers import to_transformers
+
+        return to_transformers(self, **special)
+
 
 class Tokenizer(BaseTokenizer):
     """A byte-level tokeniser: `vocab[i]` is the bytes of ordinary id i; special ids come after.

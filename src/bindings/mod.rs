@@ -11,6 +11,7 @@ mod compat;
 mod counts;
 mod encoders;
 mod errors;
+mod heal;
 mod lp;
 mod metrics;
 mod trainers;
@@ -21,6 +22,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     counts::register(m)?;
     encoders::register(m)?;
     compat::register(m)?;
+    heal::register(m)?;
     trainers::register(m)?;
     lp::register(m)?;
     metrics::register(m)?;

@@ -11,7 +11,7 @@ import sys
 from typing import Sequence
 
 import polytok
-from polytok.cli import apply, certify, corpus, dataset, evaluate, train
+from polytok.cli import apply, certify, corpus, dataset, evaluate, export, train
 from polytok.cli.options import Command
 from polytok.errors import Error
 
@@ -21,6 +21,7 @@ COMMANDS: dict[str, Command] = {
     **train.COMMANDS,
     **apply.COMMANDS,
     **dataset.COMMANDS,
+    **export.COMMANDS,
     **certify.COMMANDS,
     **evaluate.COMMANDS,
 }

@@ -7,13 +7,16 @@ import json
 import sys
 from typing import Iterator, Sequence
 
+from polytok.chunking import check_max_tokens
 from polytok.cli.options import Command, add_tokenizer_option, load_tokenizer
 from polytok.errors import CorpusError, DecodeError
 
 ENCODE_EXAMPLES = """examples:
   echo 'Hello world' | polytok encode -t tok.json
   polytok encode -t tok.json --output tokens notes.txt
-  polytok encode -t tok.json --output count --allow-special all < prompts.txt"""
+  polytok encode -t tok.json --output count --allow-special all < prompts.txt
+  polytok encode -t tok.json --offsets chars notes.txt
+  polytok encode -t tok.json --max-tokens 512 long-lines.txt"""
 
 DECODE_EXAMPLES = """examples:
   echo '9906 1917' | polytok decode -t tok.json
@@ -57,26 +60,56 @@ def add_encode_arguments(parser: argparse.ArgumentParser) -> None:
         help="special token allowed in the input ('all' for every one); others are an error",
     )
     parser.add_argument("--ordinary", action="store_true", help="treat special-token text as ordinary text")
+    parser.add_argument(
+        "--offsets",
+        nargs="?",
+        const="bytes",
+        choices=["bytes", "chars"],
+        help="print one JSON object per line with each token's (start, end) in the line, in its UTF-8 "
+        "bytes (default) or characters",
+    )
+    parser.add_argument(
+        "--max-tokens",
+        type=int,
+        metavar="N",
+        help="keep at most N tokens of each line, never splitting a character",
+    )
 
 
 def run_encode(args: argparse.Namespace) -> None:
     """Encode each input line (UTF-8, undecodable bytes kept as surrogates) and print the result."""
     tokenizer = load_tokenizer(args)
     allowed = "all" if "all" in args.allow_special else set(args.allow_special)
+    special = {"allowed_special": frozenset(), "disallowed_special": ()} if args.ordinary else {"allowed_special": allowed}
+    if args.max_tokens is not None:
+        check_max_tokens(args.max_tokens, "--max-tokens")
     out = sys.stdout
     for line in input_lines(args.files):
         text = line.decode("utf-8", "surrogateescape")
-        if args.ordinary:
+        offsets = None
+        if args.offsets:
+            ids, offsets = tokenizer.encode_with_offsets(text, unit=args.offsets, **special)
+        elif args.max_tokens is not None:
+            ids = tokenizer.encode_truncated(text, args.max_tokens, **special)
+        elif args.ordinary:
             ids = tokenizer.encode_ordinary(text)
         else:
             ids = tokenizer.encode(text, allowed_special=allowed)
-        if args.output == "ids":
-            out.write(" ".join(map(str, ids)) + "\n")
-        elif args.output == "count":
-            out.write(f"{len(ids)}\n")
+        if offsets is not None and args.max_tokens is not None:
+            ids = tokenizer.encode_truncated(text, args.max_tokens, **special)
+            offsets = offsets[: len(ids)]
+        if args.output == "count":
+            result: object = len(ids)
+        elif args.output == "ids":
+            result = ids
         else:
-            pieces = [tokenizer.token_bytes(i).decode("utf-8", "backslashreplace") for i in ids]
-            out.write(json.dumps(pieces, ensure_ascii=False) + "\n")
+            result = [tokenizer.token_bytes(i).decode("utf-8", "backslashreplace") for i in ids]
+        if offsets is not None:
+            out.write(json.dumps({args.output: result, "offsets": offsets.tolist()}, ensure_ascii=False) + "\n")
+        elif args.output == "ids":
+            out.write(" ".join(map(str, ids)) + "\n")
+        else:
+            out.write(json.dumps(result, ensure_ascii=False) + "\n")
 
 
 def add_decode_arguments(parser: argparse.ArgumentParser) -> None:

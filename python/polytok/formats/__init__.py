@@ -1,5 +1,5 @@
 """Reading and writing tokeniser files: polytok's own JSON, tiktoken ranks, HF tokenizer.json,
-SentencePiece models (read only).
+SentencePiece models.
 
 `load` is the one place that tells a file's format (`detect_format`, from its name and first
 bytes; JSON files by their fields). polytok's own files and those other libraries' files that
@@ -103,9 +103,11 @@ def load(
 
 
 def save(tokenizer: Tokenizer | LoadedTokenizer, path: str | Path, format: str = "polytok") -> None:
-    """Writes `tokenizer` as `format`: "polytok" (JSON), "tiktoken" (BPE ranks) or
-    "huggingface" (tokenizer.json). ConfigError where the format cannot hold the tokeniser."""
-    writers = {"polytok": tokenizer.save, "tiktoken": tokenizer.save_tiktoken, "huggingface": tokenizer.save_huggingface}
+    """Writes `tokenizer` as `format`: "polytok" (JSON), "tiktoken" (BPE ranks), "huggingface"
+    (tokenizer.json) or "sentencepiece" (.model). ConfigError where the format cannot hold the
+    tokeniser."""
+    writers = {"polytok": tokenizer.save, "tiktoken": tokenizer.save_tiktoken, "huggingface": tokenizer.save_huggingface,
+               "sentencepiece": tokenizer.save_sentencepiece}
     if format not in writers:
         raise ConfigError(f"unknown tokeniser file format {format!r}; known: {', '.join(writers)}")
     writers[format](path)

@@ -212,6 +212,22 @@ class LoadedTokenizer(BaseTokenizer):
         self.decode_bytes(ids)  # the same DecodeError for ids that are no token
         return self.pipeline.decode([int(token_id) for token_id in ids])
 
+    def pipeline_offsets(self, text: str | bytes) -> tuple[list[int], np.ndarray]:
+        """The ids of `text` and each token's (start, end) byte offsets in it, for a pipeline
+        whose tokens' bytes are the input's bytes (a byte-level file without normaliser);
+        ConfigError naming the stage that rewrites the text otherwise."""
+        from polytok.offsets import byte_offsets, input_bytes
+
+        ids = self.encode(text)
+        values = np.array(ids, dtype=np.int64)
+        if self.decode_bytes(values) != input_bytes(text):
+            rewriting = ", ".join(f"{key}={value}" for key, value in self.pipeline.components.items() if value) or "its pipeline"
+            raise ConfigError(
+                f"offsets need a pipeline whose tokens spell the input; this {self.pipeline.kind} file rewrites "
+                f"the text before the model sees it ({rewriting}), so its tokens do not map back to the input"
+            )
+        return ids, byte_offsets(self, values)
+
     def info(self) -> dict[str, Any]:
         """Tokenizer.info, plus the file's components, added tokens and where it loses text."""
         return {**super().info(), **self.pipeline.info()}

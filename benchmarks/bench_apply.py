@@ -1,0 +1,127 @@
+"""What applying a tokeniser costs beyond plain `encode`: offsets, the streaming decode step,
+token healing, truncation, chunking and padded batches, per token, on the 32k cl100k BPE of
+bench_encode.py and documents of ../shared/data. Everything runs in one process on one thread;
+each operation alternates with the plain call it is compared with and the fastest of the
+repeats counts, and the ratios to it are printed (the targets: healing, the streaming
+step and offsets at most 1.3x plain encode per token).
+
+- offsets: `encode_with_offsets(doc)` against `encode(doc)`;
+- streaming: `step(id)` over every id of the documents, against `encode` per token;
+- healing: `encode(prompt)` then `heal(ids)` and `tokens_starting_with(removed)`, against
+  `encode(prompt)` alone, and `heal` with `tokens_starting_with` alone on the encoded prompts
+  against the same `encode` (what healing adds; run back to back with `encode` in one loop, the
+  two evict each other's tables from the CPU caches and each runs slower), for prompts of about 4 KB, 1 KB and 100 bytes (each document's start);
+- truncation (`encode_truncated(doc, 512)`), chunking (`chunk(doc, 512, 64)`) and a padded batch
+  (`encode_batch_padded(docs[i:i+32], max_tokens=512)`, one thread) against `encode`.
+
+    python benchmarks/bench_apply.py [--mb 4] [--repeats 7]
+"""
+from __future__ import annotations
+
+import argparse
+import platform
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_encode import documents, trained_tokenizer  # noqa: E402
+
+
+def paired(repeats: int, reference, run) -> tuple[float, float]:
+    """The fastest of `repeats` timings of `run()` and of `reference()`, taken alternately so
+    that both see the same machine load (the minimum is what load inflates least)."""
+    times: tuple[list[float], list[float]] = ([], [])
+    for _ in range(repeats):
+        for which, function in enumerate((reference, run)):
+            start = time.perf_counter()
+            function()
+            times[which].append(time.perf_counter() - start)
+    return min(times[1]), min(times[0])
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--mb", type=float, default=4.0, help="megabytes of documents")
+    parser.add_argument("--repeats", type=int, default=7)
+    args = parser.parse_args()
+    tokenizer = trained_tokenizer()
+    docs = documents(args.mb)
+    encoded = [tokenizer.encode(doc) for doc in docs]
+    tokens = sum(len(ids) for ids in encoded)
+    print(f"{len(docs)} documents, {sum(len(d.encode()) for d in docs) / 1e6:.1f} MB, {tokens} tokens; "
+          f"{platform.machine()}, Python {platform.python_version()}, one thread", flush=True)
+    # warm the lookup tables healing, streaming and offsets build once per tokeniser
+    tokenizer.heal(encoded[0])
+    tokenizer.encode_with_offsets(docs[0])
+
+    def plain():
+        for doc in docs:
+            tokenizer.encode(doc)
+
+    def offsets():
+        for doc in docs:
+            tokenizer.encode_with_offsets(doc)
+
+    def streaming():
+        for ids in encoded:
+            stream = tokenizer.decode_stream()
+            step = stream.step
+            for token_id in ids:
+                step(token_id)
+            stream.flush()
+
+    def truncation():
+        for doc in docs:
+            tokenizer.encode_truncated(doc, 512)
+
+    def chunking():
+        for doc in docs:
+            tokenizer.chunk(doc, 512, 64)
+
+    def padded():
+        for start in range(0, len(docs), 32):
+            tokenizer.encode_batch_padded(docs[start : start + 32], max_tokens=512, pad_id=0, num_threads=1)
+
+    def plain_batches():
+        for start in range(0, len(docs), 32):
+            tokenizer.encode_batch(docs[start : start + 32], num_threads=1)
+
+    rows = []
+    for name, run in (("encode_with_offsets", offsets), ("decode_stream().step", streaming),
+                      ("encode_truncated 512", truncation), ("chunk 512/64", chunking)):
+        rows.append((name, *paired(args.repeats, plain, run), tokens))
+    rows.append(("encode_batch_padded 512 (vs encode_batch)", *paired(args.repeats, plain_batches, padded), tokens))
+
+    for length, label in ((4000, "~4 KB"), (1000, "~1 KB"), (100, "~100 B")):
+        prompts = [doc[:length] for doc in docs]
+        prompt_ids = [tokenizer.encode(prompt) for prompt in prompts]
+
+        def encode_prompts():
+            for prompt in prompts:
+                tokenizer.encode(prompt)
+
+        def encode_and_heal():
+            for prompt in prompts:
+                prefix, removed = tokenizer.heal(tokenizer.encode(prompt))
+                tokenizer.tokens_starting_with(removed)
+
+        def heal_only():
+            for ids in prompt_ids:
+                prefix, removed = tokenizer.heal(ids)
+                tokenizer.tokens_starting_with(removed)
+
+        prompt_tokens = sum(map(len, prompt_ids))
+        rows.append((f"encode + heal + tokens_starting_with, {label} prompts", *paired(args.repeats, encode_prompts, encode_and_heal),
+                     prompt_tokens))
+        rows.append((f"  heal + tokens_starting_with alone (the ids given)", *paired(args.repeats, encode_prompts, heal_only),
+                     prompt_tokens))
+        print(f"{label} prompts: {prompt_tokens / len(prompt_ids):.0f} tokens each on average")
+
+    print(f"\n{'operation':<56} {'ns/token':>9} {'encode ns':>10} {'vs encode':>10}")
+    for name, seconds, reference, count in rows:
+        print(f"{name:<56} {seconds / count * 1e9:>9.0f} {reference / count * 1e9:>10.0f} {seconds / reference:>9.2f}x")
+
+
+if __name__ == "__main__":
+    main()
