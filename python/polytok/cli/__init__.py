@@ -11,7 +11,7 @@ import sys
 from typing import Sequence
 
 import polytok
-from polytok.cli import apply, certify, corpus, evaluate, train
+from polytok.cli import apply, certify, corpus, evaluate, lm, train
 from polytok.cli.options import Command
 from polytok.errors import Error
 
@@ -22,6 +22,7 @@ COMMANDS: dict[str, Command] = {
     **apply.COMMANDS,
     **certify.COMMANDS,
     **evaluate.COMMANDS,
+    **lm.COMMANDS,
 }
 
 
