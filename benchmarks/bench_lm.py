@@ -37,27 +37,45 @@ FILES = ("handbook-en-US.txt", "kjv.txt")
 ALGORITHMS = {"bpe": ("bpe", {}), "det": ("convex", {"rounding": "det"}), "unigram": ("unigram", {})}
 
 
-def split(directory: Path, valid_fraction: float) -> tuple[str, str]:
-    """Training text and held-out text: of each file, the last `valid_fraction` of its lines."""
+def split(directory: Path, valid_fraction: float, valid_bytes: int | None) -> tuple[str, str]:
+    """Training text and held-out text: of each file, the last `valid_fraction` of its lines, of
+    which the first lines up to `valid_bytes` / (number of files) bytes are kept for validation."""
     train, valid = [], []
     for name in FILES:
         lines = (directory / name).read_text(encoding="utf-8").splitlines(keepends=True)
         cut = round(len(lines) * (1 - valid_fraction))
         train.append("".join(lines[:cut]))
-        valid.append("".join(lines[cut:]))
+        held, kept = [], 0
+        for line in lines[cut:]:
+            if valid_bytes is not None and kept + len(line.encode()) > valid_bytes // len(FILES):
+                break
+            held.append(line)
+            kept += len(line.encode())
+        valid.append("".join(held))
     return "".join(train), "".join(valid)
 
 
-def train_tokenizers(text: str, algorithms: list[str], vocab_sizes: list[int]) -> tuple[dict, dict]:
-    """Every (algorithm, vocabulary size) tokeniser trained on `text`, with its training seconds."""
-    counts = polytok.count(polytok.texts([text]), pattern="cl100k", progress=False)
+def train_tokenizers(text: str, algorithms: list[str], vocab_sizes: list[int], cache: Path | None) -> tuple[dict, dict]:
+    """Every (algorithm, vocabulary size) tokeniser trained on `text`, with its training seconds;
+    with `cache`, tokenisers saved there by an earlier run on the same text are loaded instead."""
+    counts = None
     tokenizers, seconds = {}, {}
     for size in vocab_sizes:
         for name in algorithms:
+            key = f"{name}-{size}"
+            saved = None if cache is None else cache / f"{key}-{len(text.encode())}.json"
+            if saved is not None and saved.exists():
+                tokenizers[key] = polytok.load(saved)
+                continue
+            if counts is None:
+                counts = polytok.count(polytok.texts([text]), pattern="cl100k", progress=False)
             algorithm, options = ALGORITHMS[name]
             started = time.perf_counter()
-            tokenizers[f"{name}-{size}"] = polytok.train(counts, algorithm, vocab_size=size, progress=False, **options)
-            seconds[f"{name}-{size}"] = time.perf_counter() - started
+            tokenizers[key] = polytok.train(counts, algorithm, vocab_size=size, progress=False, **options)
+            seconds[key] = time.perf_counter() - started
+            if saved is not None:
+                cache.mkdir(parents=True, exist_ok=True)
+                tokenizers[key].save(saved)
     return tokenizers, seconds
 
 
@@ -88,15 +106,19 @@ def main() -> None:
     parser.add_argument("--data", type=Path, help="folder of the shared corpora (default: ../shared/data)")
     parser.add_argument("--algorithms", default="bpe,det,unigram", help="of: bpe, det, unigram")
     parser.add_argument("--vocab-sizes", default="4096,16384")
-    parser.add_argument("--valid-fraction", type=float, default=0.1)
+    parser.add_argument("--valid-fraction", type=float, default=0.1, help="of each file, the lines held out")
+    parser.add_argument("--valid-bytes", type=float, default=1.5e5,
+                        help="validation bytes kept of the held-out lines (0: all)")
+    parser.add_argument("--cache", type=Path, help="folder to keep the trained tokenisers in, for the next run")
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--budget", type=float, default=1.2e6, help="training bytes per model")
+    parser.add_argument("--budget", type=float, default=4e5, help="training bytes per model")
     parser.add_argument("--depth", type=int, default=2)
-    parser.add_argument("--width", type=int)
+    parser.add_argument("--width", type=int, default=64)
     parser.add_argument("--context-bytes", type=int, default=256)
-    parser.add_argument("--batch-size", type=int, default=16)
-    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--batch-size", type=int, default=8)
+    parser.add_argument("--lr", type=float, default=1e-2)
     parser.add_argument("--device", default="auto")
+    parser.add_argument("--torch-threads", type=int, default=1, help="torch CPU threads (1: fastest for small models)")
     parser.add_argument("--json", type=Path, help="write the results here (a .json path; a CSV goes beside it)")
     args = parser.parse_args()
 
@@ -104,18 +126,21 @@ def main() -> None:
     if data is None:
         sys.exit("no ../shared/data; pass --data")
     algorithms, vocab_sizes = args.algorithms.split(","), [int(size) for size in args.vocab_sizes.split(",")]
-    train_text, valid_text = split(data, args.valid_fraction)
+    train_text, valid_text = split(data, args.valid_fraction, int(args.valid_bytes) if args.valid_bytes else None)
     print(f"data: {', '.join(FILES)}; {len(train_text.encode()):,} training bytes, "
           f"{len(valid_text.encode()):,} validation bytes", flush=True)
 
-    tokenizers, tokenizer_seconds = train_tokenizers(train_text, algorithms, vocab_sizes)
-    print("tokeniser training s: " + ", ".join(f"{name} {s:.1f}" for name, s in tokenizer_seconds.items()), flush=True)
+    tokenizers, tokenizer_seconds = train_tokenizers(train_text, algorithms, vocab_sizes, args.cache)
+    if tokenizer_seconds:
+        print("tokeniser training s: " + ", ".join(f"{name} {s:.1f}" for name, s in tokenizer_seconds.items()),
+              flush=True)
 
     started = time.perf_counter()
     report = evaluate(
         tokenizers, polytok.texts([train_text]), polytok.texts([valid_text]),
         budget=int(args.budget), depth=args.depth, width=args.width, context_bytes=args.context_bytes,
-        batch_size=args.batch_size, seeds=args.seeds, learning_rate=args.lr, device=args.device, output=args.json,
+        batch_size=args.batch_size, seeds=args.seeds, learning_rate=args.lr, device=args.device, torch_threads=args.torch_threads,
+        output=args.json,
     )
     elapsed = time.perf_counter() - started
     settings = report["settings"]

@@ -11,9 +11,15 @@ from __future__ import annotations
 
 import math
 
-import torch
-import torch.nn.functional as F
-from torch import nn
+try:
+    import torch
+    import torch.nn.functional as F
+    from torch import nn
+except ImportError:  # polytok.lm.evaluate asks for torch before it uses this module (require_torch)
+    torch = F = nn = None
+
+# What the model's layers derive from; `object` only where torch is missing and nothing here runs.
+Module = object if nn is None else nn.Module
 
 ROTARY_BASE = 10_000.0
 
@@ -37,7 +43,7 @@ def rotate(x: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor) -> torch.Tenso
     return torch.cat((first * cos - second * sin, first * sin + second * cos), dim=-1)
 
 
-class Attention(nn.Module):
+class Attention(Module):
     """Causal multi-head self-attention with rotary positions and normalised queries and keys."""
 
     def __init__(self, width: int, heads: int):
@@ -54,7 +60,7 @@ class Attention(nn.Module):
         return self.out(y.transpose(1, 2).reshape(batch, time, width))
 
 
-class MLP(nn.Module):
+class MLP(Module):
     """Two matrices with a squared ReLU between them."""
 
     def __init__(self, width: int):
@@ -66,7 +72,7 @@ class MLP(nn.Module):
         return self.down(F.relu(self.up(x)).square())
 
 
-class Block(nn.Module):
+class Block(Module):
     """One pre-norm transformer layer: x + attention(norm x), then x + MLP(norm x)."""
 
     def __init__(self, width: int, heads: int):
@@ -79,7 +85,7 @@ class Block(nn.Module):
         return x + self.mlp(rms_norm(x))
 
 
-class GPT(nn.Module):
+class GPT(Module):
     """Logits over `vocab_size` tokens for each position of a (batch, time) tensor of ids; id
     `vocab_size` is the beginning-of-window id."""
 
@@ -94,11 +100,11 @@ class GPT(nn.Module):
         self.register_buffer("sin", sin, persistent=False)
         self.reset_parameters()
 
-    @torch.no_grad()
     def reset_parameters(self) -> None:
         """nanochat's initialisation: unit-variance embeddings, matrices scaled by 1/sqrt(fan-in),
         and zeros for the residual branches' last matrices and the output matrix, so that an
-        untrained model starts as the identity with uniform predictions."""
+        untrained model starts as the identity with uniform predictions (nn.init runs without
+        recording gradients)."""
         nn.init.normal_(self.embedding.weight, std=1.0)
         for block in self.blocks:
             for matrix in (block.attention.qkv, block.mlp.up):

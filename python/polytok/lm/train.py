@@ -17,8 +17,12 @@ from dataclasses import dataclass
 from typing import Any, Callable, Iterator
 
 import numpy as np
-import torch
-import torch.nn.functional as F
+
+try:
+    import torch
+    import torch.nn.functional as F
+except ImportError:  # polytok.lm.evaluate asks for torch before it uses this module (require_torch)
+    torch = F = None
 
 from polytok.lm.data import IGNORED, Windows
 from polytok.lm.model import GPT
@@ -148,7 +152,6 @@ def train_model(
     }
 
 
-@torch.no_grad()
 def validation_nats(model: Callable[[torch.Tensor], torch.Tensor], windows: Windows, batch_size: int,
                     device: torch.device) -> float:
     """Total negative log-likelihood, in nats, of every token of every window; `model` maps
@@ -156,12 +159,13 @@ def validation_nats(model: Callable[[torch.Tensor], torch.Tensor], windows: Wind
     if isinstance(model, torch.nn.Module):
         model.eval()
     total = 0.0
-    for first in range(0, len(windows), batch_size):
-        inputs, targets = windows.batch(np.arange(first, min(first + batch_size, len(windows))))
-        logits = model(torch.from_numpy(inputs).to(device))
-        losses = F.cross_entropy(logits.flatten(0, 1).float(), torch.from_numpy(targets).to(device).flatten(),
-                                 ignore_index=IGNORED, reduction="none")
-        total += float(losses.double().sum())
+    with torch.no_grad():
+        for first in range(0, len(windows), batch_size):
+            inputs, targets = windows.batch(np.arange(first, min(first + batch_size, len(windows))))
+            logits = model(torch.from_numpy(inputs).to(device))
+            losses = F.cross_entropy(logits.flatten(0, 1).float(), torch.from_numpy(targets).to(device).flatten(),
+                                     ignore_index=IGNORED, reduction="none")
+            total += float(losses.double().sum())
     return total
 
 
