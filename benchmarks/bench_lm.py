@@ -7,11 +7,16 @@ is held out for validation; the tokenisers (cl100k regex) and the language model
 rest. Every model gets the same hyperparameters and the same training bytes; its context is a
 window of bytes, the same text for every tokeniser.
 
-    python benchmarks/bench_lm.py                      # the CPU table of docs/benchmarks.md
-    python benchmarks/bench_lm.py --budget 60M --depth 4 --context-bytes 1024 --batch-size 32
-                                                       # about 30 minutes per tokeniser on 2 cores
-    python benchmarks/bench_lm.py --depth 12 --context-bytes 4096 --batch-size 64 --budget 2G \\
-        --device cuda                                  # the paper's d12 scale, on a GPU
+    python benchmarks/bench_lm.py --cache /tmp/lm-tokenizers --json lm.json
+        # the CPU table of docs/benchmarks.md: 13 min of language models on 2 busy cores, after
+        # 6 min of tokeniser training (kept in --cache for the next run)
+    python benchmarks/bench_lm.py --cache /tmp/lm-tokenizers --budget 4M --valid-bytes 0
+        # ten times the training bytes: about 30 min per tokeniser (3 seeds) at 16k on 2 cores,
+        # extrapolated from the CPU table's throughput
+
+The paper's d12 scale (depth 12, width 768, a context of about 8 KB, billions of training bytes)
+needs a GPU and far more text than ../shared/data's 5 MB; run `polytok lm-eval --device cuda`
+on such a corpus (docs/lm.md).
 
 Significance: Welch's t-test of each tokeniser's seeds against BPE's at the same vocabulary size
 (two-sided, 5%); with 3 seeds it only detects differences of a few standard errors.
@@ -19,7 +24,6 @@ Significance: Welch's t-test of each tokeniser's seeds against BPE's at the same
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -28,6 +32,7 @@ from pathlib import Path
 from scipy import stats
 
 import polytok
+from polytok.cli.lm import byte_count
 from polytok.lm import evaluate
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -107,11 +112,11 @@ def main() -> None:
     parser.add_argument("--algorithms", default="bpe,det,unigram", help="of: bpe, det, unigram")
     parser.add_argument("--vocab-sizes", default="4096,16384")
     parser.add_argument("--valid-fraction", type=float, default=0.1, help="of each file, the lines held out")
-    parser.add_argument("--valid-bytes", type=float, default=1.5e5,
+    parser.add_argument("--valid-bytes", type=byte_count, default=150_000,
                         help="validation bytes kept of the held-out lines (0: all)")
     parser.add_argument("--cache", type=Path, help="folder to keep the trained tokenisers in, for the next run")
     parser.add_argument("--seeds", type=int, default=3)
-    parser.add_argument("--budget", type=float, default=4e5, help="training bytes per model")
+    parser.add_argument("--budget", type=byte_count, default=400_000, help="training bytes per model (e.g. 4M)")
     parser.add_argument("--depth", type=int, default=2)
     parser.add_argument("--width", type=int, default=64)
     parser.add_argument("--context-bytes", type=int, default=256)
@@ -126,7 +131,7 @@ def main() -> None:
     if data is None:
         sys.exit("no ../shared/data; pass --data")
     algorithms, vocab_sizes = args.algorithms.split(","), [int(size) for size in args.vocab_sizes.split(",")]
-    train_text, valid_text = split(data, args.valid_fraction, int(args.valid_bytes) if args.valid_bytes else None)
+    train_text, valid_text = split(data, args.valid_fraction, args.valid_bytes or None)
     print(f"data: {', '.join(FILES)}; {len(train_text.encode()):,} training bytes, "
           f"{len(valid_text.encode()):,} validation bytes", flush=True)
 
@@ -138,7 +143,7 @@ def main() -> None:
     started = time.perf_counter()
     report = evaluate(
         tokenizers, polytok.texts([train_text]), polytok.texts([valid_text]),
-        budget=int(args.budget), depth=args.depth, width=args.width, context_bytes=args.context_bytes,
+        budget=args.budget, depth=args.depth, width=args.width, context_bytes=args.context_bytes,
         batch_size=args.batch_size, seeds=args.seeds, learning_rate=args.lr, device=args.device, torch_threads=args.torch_threads,
         output=args.json,
     )
