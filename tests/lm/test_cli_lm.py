@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 import polytok
+import polytok.lm
 from polytok.cli import main
 from polytok.cli.lm import byte_count
 
@@ -104,3 +105,19 @@ def test_report_refuses_a_file_that_is_not_lm_results(files, capsys):
     assert main(["-q", "report", str(files / "bytes.json"), "--text", str(text), "--lm", str(wrong), "-o", str(page)]) == 2
     assert "LM results need a non-empty 'results' mapping" in capsys.readouterr().err
     assert not page.exists()
+
+
+@pytest.mark.parametrize("finished", [True, False])
+def test_ctrl_c_says_whether_finished_results_were_kept(files, monkeypatch, capsys, finished):
+    output = files / "lm.json"
+
+    def interrupted(tokenizers, train, valid, *, output, **options):
+        if finished:
+            output.write_text('{"settings": {}, "results": {"bytes": {}}}')
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(polytok.lm, "evaluate", interrupted)
+    assert main(lm_arguments(files, "--budget", "1M", "-o", str(output))) == 130
+    error = capsys.readouterr().err
+    assert error == (f"interrupted: {output} holds the tokenisers that finished\n" if finished
+                     else "interrupted before any tokeniser finished: nothing written\n")
