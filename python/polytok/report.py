@@ -14,7 +14,7 @@ from typing import Any, Mapping, Sequence
 
 from polytok.files import atomic_write
 from polytok.compare import compare, named_tokenizers, render_html
-from polytok.errors import ConfigError, CorpusError
+from polytok.errors import ConfigError, CorpusError, FormatError
 from polytok.metrics import corpus_stats, corpus_stats_of_documents, evaluate, evaluate_documents
 from polytok.tables import format_value, scalars, to_csv
 
@@ -34,10 +34,12 @@ def build_report(
     sample: str | None = None,
     title: str = "polytok report",
     num_threads: int | None = None,
+    lm: Mapping[str, Any] | None = None,
     **corpus_reader_options: Any,
 ) -> dict[str, Any]:
     """All the report's numbers: `compare` on the texts, and `evaluate` and `corpus_stats` on the
-    corpus (by default the texts themselves, taken together)."""
+    corpus (by default the texts themselves, taken together); `lm`, results of `polytok.lm.evaluate`,
+    adds their validation bits per byte and its plot against the vocabulary size."""
     tokenizers = named_tokenizers(tokenizers)
     comparison = compare(tokenizers, texts, reference=reference, cost=cost, sample=sample, num_threads=num_threads)
     if corpus is None:
@@ -57,13 +59,28 @@ def build_report(
         }
         statistics = corpus_stats(corpus, **corpus_reader_options)
         corpus_label = ", ".join(map(str, corpus)) if isinstance(corpus, (list, tuple)) else str(corpus)
-    return {
+    report = {
         "title": title,
         "corpus": corpus_label,
         "evaluation": evaluation,
         "comparison": comparison,
         "corpus_stats": statistics,
     }
+    if lm is not None:
+        report["lm"] = _checked_lm(lm)
+    return report
+
+
+def _checked_lm(lm: Mapping[str, Any]) -> dict[str, Any]:
+    """LM results as polytok.lm.evaluate returns them; FormatError where they are not."""
+    results = lm.get("results") if isinstance(lm, Mapping) else None
+    fields = ("family", "vocab_size", "valid_bpb", "valid_bpb_stderr")
+    if not isinstance(results, Mapping) or not results or not all(
+        isinstance(result, Mapping) and all(field in result for field in fields) for result in results.values()
+    ):
+        raise FormatError(f"LM results need a non-empty 'results' mapping whose entries have {', '.join(fields)} "
+                          "(the JSON that polytok lm-eval -o writes)")
+    return dict(lm)
 
 
 def report_rows(report: Mapping[str, Any]) -> list[dict[str, Any]]:
@@ -80,6 +97,9 @@ def report_rows(report: Mapping[str, Any]) -> list[dict[str, Any]]:
              for name, value in comparison["gini"].items()]
     rows += [{"section": "corpus_stats", "metric": key, "value": value}
              for key, value in scalars(report["corpus_stats"]).items()]
+    for name, result in report.get("lm", {}).get("results", {}).items():
+        rows += [{"section": "lm", "tokenizer": name, "metric": key, "value": value}
+                 for key, value in scalars(result).items()]
     return rows
 
 
@@ -188,6 +208,26 @@ def plot_gap_vs_budget(percentages: Mapping[int, Mapping[str, float | None]]) ->
     return _png(figure)
 
 
+def plot_bpb_vocabulary(lm: Mapping[str, Any]) -> bytes:
+    """Validation bits per byte against vocabulary size (log scale), one line per tokeniser family,
+    with error bars of one standard error across seeds where there are several."""
+    families: dict[str, list[tuple[int, float, float]]] = {}
+    for result in lm["results"].values():
+        families.setdefault(result["family"], []).append(
+            (result["vocab_size"], result["valid_bpb"], result["valid_bpb_stderr"] or 0.0))
+    figure = _figure()
+    axes = figure.add_subplot()
+    for name, points in families.items():
+        sizes, scores, errors = zip(*sorted(points))
+        axes.errorbar(sizes, scores, yerr=errors, marker="o", capsize=3, label=name)
+    axes.set_xscale("log", base=2)
+    axes.set_xlabel("vocabulary size")
+    axes.set_ylabel("validation bits per byte")
+    axes.set_title("Language models: validation BpB (lower is better)")
+    axes.legend(fontsize="small")
+    return _png(figure)
+
+
 def write_corpus_plots(statistics: Mapping[str, Any], directory: str | os.PathLike) -> list[Path]:
     """Write rank-frequency.png and growth.png into `directory` (created if missing)."""
     directory = Path(directory)
@@ -268,6 +308,17 @@ def render_report(report: Mapping[str, Any]) -> str:
         _image(plot_rank_frequency(statistics), "rank-frequency plot with the Zipf fit"),
         _image(plot_growth(statistics), "vocabulary growth with the Heaps fit"),
     ]
+    if "lm" in report:
+        results, settings = report["lm"]["results"], report["lm"].get("settings", {})
+        fields = ["family", "vocab_size", "valid_bpb", "valid_bpb_stderr", "seeds", "uniform_bpb", "train_bytes"]
+        sections += [
+            "<h2>Language models: validation bits per byte</h2>",
+            f"<p>One GPT per tokeniser and seed (polytok lm-eval; depth {html.escape(str(settings.get('depth', '?')))}, "
+            f"{html.escape(format_value(settings.get('budget_bytes')))} training bytes each); docs/lm.md.</p>",
+            _table(["tokeniser", *fields], [[name, *(result.get(field) for field in fields)]
+                                             for name, result in results.items()]),
+            _image(plot_bpb_vocabulary(report["lm"]), "validation bits per byte against vocabulary size"),
+        ]
     return (
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"
         f"<title>{html.escape(report['title'])}</title>\n<style>{STYLE}</style>\n</head>\n<body>\n"

@@ -11,7 +11,7 @@ import sys
 from typing import Sequence
 
 import polytok
-from polytok.cli import apply, certify, corpus, dataset, evaluate, export, train
+from polytok.cli import apply, certify, corpus, dataset, evaluate, export, lm, train
 from polytok.cli.options import Command
 from polytok.errors import Error
 
@@ -24,6 +24,7 @@ COMMANDS: dict[str, Command] = {
     **export.COMMANDS,
     **certify.COMMANDS,
     **evaluate.COMMANDS,
+    **lm.COMMANDS,
 }
 
 

@@ -8,7 +8,7 @@ import json
 import sys
 from pathlib import Path
 
-from polytok.files import atomic_write
+from polytok.files import atomic_write, read_json
 from polytok.cli.options import (
     Command,
     add_corpus_options,
@@ -163,6 +163,7 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
                         help="cost of a text: tokens (parallel texts), tokens_per_byte, tokens_per_line")
     parser.add_argument("--sample", help="sentence to show cut by each tokeniser (default: first line of the reference)")
     parser.add_argument("--title", default="polytok report", help="title of the page")
+    parser.add_argument("--lm", type=Path, metavar="FILE", help="results JSON of polytok lm-eval: adds a BpB-vs-vocabulary plot")
     parser.add_argument("--threads", type=int, default=None, help="encoder threads (default: all cores)")
     add_tokenizer_format_options(parser)
     add_corpus_options(parser)
@@ -180,6 +181,7 @@ def run_report(args: argparse.Namespace) -> None:
         sample=args.sample,
         title=args.title,
         num_threads=args.threads,
+        lm=None if args.lm is None else read_json(args.lm, "LM results"),
         **reader_options(args),
     )
     written = write_report(report, args.output)
