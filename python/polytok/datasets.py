@@ -33,7 +33,7 @@ import polytok
 from polytok import corpus
 from polytok.corpus import Source
 from polytok.distributed import DEFAULT_RETRIES, connect, corpus_files, get_result
-from polytok.errors import ConfigError, CorpusError, FormatError
+from polytok.errors import ClusterError, ConfigError, CorpusError, FormatError
 from polytok.files import atomic_write, read_json
 from polytok.progress import progress_bar
 
@@ -248,8 +248,6 @@ def _documents(path: Path, options: dict[str, str]) -> Iterator[Iterator[str | b
 def _encode_shard(directory: str, shard: int, source: dict[str, Any], config: dict[str, Any], version: str) -> dict[str, Any]:
     """A Ray task: encode one input into its shard file, then write the shard's record."""
     if version != polytok.__version__:
-        from polytok.errors import ClusterError
-
         raise ClusterError(
             f"a Ray worker runs polytok {polytok.__version__} but the driver runs {version}; "
             "install the same polytok on every node"

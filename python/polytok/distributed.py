@@ -14,6 +14,7 @@ other tasks are cancelled. Nothing is written: `count` returns the counts or rai
 """
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import socket
@@ -267,43 +268,33 @@ def _span_documents(span: Span, options: dict[str, str]) -> Iterator[str | bytes
     return corpus.read_text_span(Path(span.path), span.start, span.stop, options["errors"])
 
 
-class connect:
+@contextlib.contextmanager
+def connect(address: str | None) -> Iterator[Any]:
     """`with connect(address) as ray:` the ray module, connected to the cluster at `address`
     (see `polytok.count`); disconnected at the end if this connected it."""
-
-    def __init__(self, address: str | None):
-        self.address = address
-        self.connected = False
-
-    def __enter__(self) -> Any:
-        try:
-            import ray
-        except ImportError:
-            raise ConfigError("engine='ray' needs the ray package: pip install 'polytok[ray]'") from None
-        if ray.is_initialized():
-            current = ray.get_runtime_context().gcs_address
-            if self.address not in (None, current):
-                raise ConfigError(
-                    f"this process is connected to the Ray cluster at {current}; pass address=None to use it, "
-                    f"not {self.address!r}"
-                )
-            return ray
-        if self.address is not None and self.address not in ADDRESS_KEYWORDS:
-            _check_reachable(self.address)
-        try:
-            # Ray's start-up lines would land between the progress bar and the result.
-            ray.init(address=self.address, include_dashboard=False, logging_level=logging.ERROR,
-                     log_to_driver=False, configure_logging=True)
-        except (ConnectionError, ValueError, RuntimeError) as error:
-            raise ClusterError(f"cannot connect to the Ray cluster at {self.address!r}: {error}") from None
-        self.connected = True
-        return ray
-
-    def __exit__(self, *exception: object) -> None:
-        if self.connected:
-            import ray
-
-            ray.shutdown()
+    try:
+        import ray
+    except ImportError:
+        raise ConfigError("engine='ray' needs the ray package: pip install 'polytok[ray]'") from None
+    if ray.is_initialized():
+        current = ray.get_runtime_context().gcs_address
+        if address not in (None, current):
+            raise ConfigError(
+                f"this process is connected to the Ray cluster at {current}; pass address=None to use it, not {address!r}"
+            )
+        yield ray
+        return
+    if address is not None and address not in ADDRESS_KEYWORDS:
+        _check_reachable(address)
+    try:
+        # Ray's start-up lines would land between the progress bar and the result.
+        ray.init(address=address, include_dashboard=False, logging_level=logging.ERROR, log_to_driver=False)
+    except (ConnectionError, ValueError, RuntimeError) as error:
+        raise ClusterError(f"cannot connect to the Ray cluster at {address!r}: {error}") from None
+    try:
+        yield ray
+    finally:
+        ray.shutdown()
 
 
 def _check_reachable(address: str) -> None:
