@@ -20,7 +20,8 @@ SPECIALS = ["<|endoftext|>", "<pad>"]
 # character, a CJK character and an emoji (4 bytes), each split by byte-level tokens.
 ALPHABET = "abeht AT'1 2\n.é中😀s"
 alphabet_text = st.text(alphabet=ALPHABET, max_size=24)
-any_text = st.text(max_size=60)
+# Text without the special tokens' text (which `encode` refuses by default).
+any_text = st.text(max_size=60).filter(lambda text: not any(special in text for special in SPECIALS))
 
 
 def _corpus() -> list[str]:
