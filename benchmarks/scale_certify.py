@@ -39,7 +39,12 @@ def slice_documents(directory: str, code: str, size: int) -> list[str]:
     sources = []
     for path in sorted(Path(directory).glob("*.txt")):
         text = path.read_text(encoding="utf-8", errors="replace")
-        sources.append([paragraph + "\n\n" for paragraph in text.split("\n\n")])
+        documents = []
+        for paragraph in text.split("\n\n"):
+            # A text without blank lines (the KJV: a verse a line) goes by 20 lines a document.
+            lines = paragraph.split("\n")
+            documents += ["\n".join(lines[i:i + 20]) + "\n\n" for i in range(0, len(lines), 20)]
+        sources.append(documents)
     if code:
         sources.append([Path(path).read_text(encoding="utf-8", errors="replace") for path in sorted(glob.glob(code))])
     documents, total, positions = [], 0, [0] * len(sources)
