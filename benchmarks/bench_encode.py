@@ -2,14 +2,15 @@
 ranks and a polytok-trained 32k BPE (cl100k pattern), over ../shared/data cut into documents.
 
 Every measurement runs in its own spawned process. One-thread runs are pinned to one core
-(sched_setaffinity, RAYON_NUM_THREADS=1) and encode document by document, with the ids as a
-Python list and as a numpy array; batch runs hand all documents to each library's batch call on
-every core. Before timing, each run's ids (all documents, in order) are hashed with SHA-256 and
+(sched_setaffinity) and encode document by document, with the ids as a Python list and as a
+numpy array, timed in CPU seconds; batch runs hand all documents to each library's batch call on
+every core, timed on the wall clock. Before timing, each run's ids (all documents, in order) are hashed with SHA-256 and
 the hashes must be equal across libraries. Prints MB/s, peak memory (RSS above the process's
 baseline) and polytok's speed over each peer.
 
     python benchmarks/bench_encode.py [--mb 25] [--repeats 3] [--vocab o200k cl100k bpe32k]
     python benchmarks/bench_encode.py --worst-case        # 1 MB vs 4 MB runs of one character
+    python benchmarks/bench_encode.py --cache --mb 5      # each segmenter with and without the cache
 
 The real ranks come from the bpe-openai wheel (checked against tiktoken's SHA-256, see
 tests/real_vocabularies.py); the 32k BPE is trained once and cached under benchmarks/out/.
@@ -194,11 +195,13 @@ def measure(library: str, vocab: str, mode: str, megabytes: float, repeats: int,
     del ids
     reset_peak_rss()
     baseline = rss_mb("VmRSS")
+    # One thread: CPU time, which other jobs on the machine do not inflate; batches: wall time.
+    clock = time.process_time if MODES[mode][0] else time.perf_counter
     times = []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start = clock()
         result = call(docs)
-        times.append(time.perf_counter() - start)
+        times.append(clock() - start)
         del result
     queue.put((digest, statistics.median(times), rss_mb("VmHWM") - baseline))
 
@@ -306,6 +309,36 @@ def worst_case(args) -> None:
     print(f"largest 4 MB / 1 MB time ratio: {worst:.2f} (target <= 4.5)")
 
 
+# ---- what the pre-token cache gives each segmenter -------------------------------------------
+
+
+def cache_child(megabytes: float, repeats: int, queue) -> None:
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    docs = documents(megabytes)
+    rows = []
+    for label, tokenizer in worst_case_tokenizers().items():
+        speeds = {}
+        for size in (tokenizer.cache_size, 0):
+            tokenizer.cache_size = size
+            [tokenizer.encode_to_numpy(doc, disallowed_special=()) for doc in docs[:200]]
+            best = float("inf")
+            for _ in range(repeats):
+                start = time.process_time()
+                [tokenizer.encode_to_numpy(doc, disallowed_special=()) for doc in docs]
+                best = min(best, time.process_time() - start)
+            speeds[size] = best
+        rows.append((label, *speeds.values()))
+    queue.put(rows)
+
+
+def cache_effect(args) -> None:
+    megabytes = sum(len(doc.encode("utf-8")) for doc in documents(args.mb)) / 1e6
+    print(f"{megabytes:.1f} MB, encode_to_numpy per document, one thread, CPU time, best of {args.repeats}")
+    print(f"{'segmenter':<16} {'cache MB/s':>10} {'none MB/s':>10} {'ratio':>6}")
+    for label, cached, uncached in run_child(cache_child, args.mb, args.repeats):
+        print(f"{label:<16} {megabytes / cached:10.1f} {megabytes / uncached:10.1f} {uncached / cached:6.2f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=float, default=25.0, help="size of the benchmark text in MB")
@@ -313,9 +346,12 @@ def main() -> None:
     parser.add_argument("--vocab", nargs="+", choices=VOCABS, default=VOCABS)
     parser.add_argument("--modes", nargs="+", choices=list(MODES), default=list(MODES))
     parser.add_argument("--worst-case", action="store_true", help="time 1 MB and 4 MB runs of one character instead")
+    parser.add_argument("--cache", action="store_true", help="time each segmenter with and without the pre-token cache instead")
     args = parser.parse_args()
     if args.worst_case:
         worst_case(args)
+    elif args.cache:
+        cache_effect(args)
     else:
         speed(args)
 

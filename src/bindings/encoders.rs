@@ -328,7 +328,10 @@ impl PyEncoder {
             }
             (flat, offsets)
         });
-        Ok((PyArray1::from_vec(py, flat), PyArray1::from_vec(py, offsets)))
+        Ok((
+            PyArray1::from_vec(py, flat),
+            PyArray1::from_vec(py, offsets),
+        ))
     }
 
     /// The number of tokens of each text (uint64 array), in parallel, without keeping the ids.

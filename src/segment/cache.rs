@@ -54,7 +54,9 @@ pub fn le_words(bytes: &[u8]) -> (u64, u64) {
     match n {
         0 => (0, 0),
         1..=3 => {
-            let low = bytes[0] as u64 | (bytes[n / 2] as u64) << (8 * (n / 2)) | (bytes[n - 1] as u64) << (8 * (n - 1));
+            let low = bytes[0] as u64
+                | (bytes[n / 2] as u64) << (8 * (n / 2))
+                | (bytes[n - 1] as u64) << (8 * (n - 1));
             (low, 0)
         }
         4..=7 => (half(0) | half(n - 4) << (8 * (n - 4)), 0),
@@ -164,7 +166,9 @@ mod tests {
 
     #[test]
     fn packed_keys_equal_a_plain_copy() {
-        let text: Vec<u8> = (0..40u8).map(|i| i.wrapping_mul(37).wrapping_add(1)).collect();
+        let text: Vec<u8> = (0..40u8)
+            .map(|i| i.wrapping_mul(37).wrapping_add(1))
+            .collect();
         for start in 0..8 {
             for length in 0..=15 {
                 let bytes = &text[start..start + length];

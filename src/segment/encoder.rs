@@ -145,7 +145,8 @@ impl Encoder {
             self.pretokenizer.for_each_piece(text, |piece| {
                 if piece.len() > MAX_CACHED_PIECE {
                     self.segmenter.segment(piece, out);
-                } else if !self.segmenter.segment_directly(piece, out) && !table.extend(piece, out) {
+                } else if !self.segmenter.segment_directly(piece, out) && !table.extend(piece, out)
+                {
                     let start = out.len();
                     self.segmenter.segment(piece, out);
                     table.insert(piece, &out[start..], capacity);
