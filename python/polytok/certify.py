@@ -220,7 +220,7 @@ def _certify(tokenizer: Any, corpus: Any, budgets: Sequence[int] | None, roundin
                                                          "tolerance", "progress")}
     initial = options["initial_colours"]
     bounds = np.full(len(entries), -np.inf)
-    solved: dict[int, tuple[Any, float, dict[str, int]]] = {}
+    solved: dict[int, tuple[str, str, dict[str, float], float, dict[str, int]]] = {}
     budget_list = [sizes[i] for i in order]
     relaxations = relax_budgets(graph, budget_list, initial_colours=initial, **relax_options)
     for i, relaxation in zip(order, relaxations):
@@ -235,20 +235,22 @@ def _certify(tokenizer: Any, corpus: Any, budgets: Sequence[int] | None, roundin
         for rounding in roundings:
             chosen = round_colours(relaxation, rounding, sizes[i])
             rounded[rounding] = shortest_path_tokens(single_bytes() + graph.colour_bytes(chosen), counts)
-        solved[i] = (relaxation.solution, relaxation.seconds, rounded)
-        # Only one budget's prices at a time: the next solve allocates its own.
-        del relaxation, full
+        solution = relaxation.solution
+        # Only what the certificate records: one budget's prices at a time, the next solve
+        # allocates its own.
+        solved[i] = (solution.solver, solution.status, solution.residuals, relaxation.seconds, rounded)
+        del relaxation, full, solution
     # A bound for a budget bounds every smaller one (a vocabulary of fewer tokens is one of more).
     running = -np.inf
     for i in sorted(range(len(entries)), key=lambda i: -sizes[i]):
         running = bounds[i] = max(running, bounds[i])
     rows = []
     for i, (_, entry) in enumerate(entries):
-        solution, seconds, rounded = solved[i]
+        solver_name, status, residuals, seconds, rounded = solved[i]
         certificate = Certificate.from_counts(
             bound=float(bounds[i]), budget=sizes[i], covers=graph.certificate_covers(sizes[i]),
             tokens=encoder_tokens(entry, counts), shortest_path_tokens=path_tokens[i],
-            solver=solution.solver, status=solution.status, residuals=solution.residuals,
+            solver=solver_name, status=status, residuals=residuals,
             seconds=seconds if budgets is not None else time.perf_counter() - start,
         )
         rows.append(BudgetRow(certificate, rounded))

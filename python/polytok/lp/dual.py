@@ -178,3 +178,5 @@ def dual_ascent_budgets(
             residuals={"temperature": stages[-1]["temperature"] if stages else schedule[0]},
         )
         yield solution, colour_values, stages
+        # The next budget's ascent should not hold on to this one's prices.
+        del solution, colour_values

@@ -218,6 +218,7 @@ def _relax_dual(graph, budgets, tolerance, time_limit, progress) -> Iterator[Rel
         budgets, dual_ascent_budgets(graph, budgets, tolerance=tolerance, time_limit=time_limit, progress=progress)
     ):
         yield Relaxation(graph, None, solution, colour_values, stages, time.perf_counter() - start, budget)
+        del solution, colour_values
         start = time.perf_counter()
 
 
