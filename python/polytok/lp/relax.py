@@ -192,11 +192,11 @@ def relax(
 
 
 def relax_budgets(graph: TokenisationGraph, budgets: list[int], **options) -> Iterator[Relaxation]:
-    """`relax` at each budget in turn, yielded as each finishes (certify one before asking for the
-    next: an LP's duals map onto the graph only until the next LP is built); initial_colours
-    "auto" is `default_initial_colours` of each budget. With
-    solver="dual" one ascent runs through the budgets, each warm-started from the previous one's
-    prices (`polytok.lp.dual.dual_ascent_budgets`); the LP solvers solve each budget afresh."""
+    """`relax` at each budget in turn on one graph, yielded as each finishes (certify one before
+    asking for the next: an LP's duals map onto the graph only until the next LP is built);
+    initial_colours "auto" is `default_initial_colours` of each budget. Each budget is solved
+    afresh (`polytok.lp.dual.dual_ascent_budgets` explains why the dual solver does not
+    warm-start by default)."""
     initial = options.pop("initial_colours", None)
     if options.get("solver", "auto") != "dual":
         for budget in budgets:
