@@ -89,9 +89,8 @@ def fit_convex_budgets(
     progress: bool = False,
     memory_limit: int | str | None = None,
 ) -> Iterator[ConvexFit]:
-    """`fit_convex` for each budget in turn on one graph, yielded as each finishes; with the
-    dual solver each budget's ascent starts from the previous one's prices
-    (`polytok.lp.relax.relax_budgets`). A solve stopped by `time_limit` or Ctrl-C is rounded
+    """`fit_convex` for each budget in turn on one graph, yielded as each finishes; each
+    budget is solved afresh (`polytok.lp.relax.relax_budgets`). A solve stopped by `time_limit` or Ctrl-C is rounded
     and certified without subgradient steps (its status says it stopped)."""
     for rounding in roundings:
         check_rounding(rounding)
