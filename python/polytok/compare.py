@@ -12,7 +12,7 @@ import html
 import json
 import os
 from pathlib import Path
-from typing import Any, Mapping, Sequence
+from typing import Any, Iterable, Mapping, Sequence
 
 from polytok import formats
 from polytok.errors import ConfigError, CorpusError
@@ -62,8 +62,9 @@ def read_texts(paths: Sequence[str | os.PathLike]) -> dict[str, str]:
     return texts
 
 
-def named_tokenizers(tokenizers: Mapping[str, Any] | Sequence[Any]) -> dict[str, Any]:
-    """{name: tokenizer} from a mapping, or from a sequence named by each tokeniser's `name` or position."""
+def named_tokenizers(tokenizers: Mapping[str, Any] | Iterable[Any], purpose: str = "compare") -> dict[str, Any]:
+    """{name: tokenizer} from a mapping, or from a sequence named by each tokeniser's `name` or
+    position; `purpose` names the caller's job in the error for none."""
     if isinstance(tokenizers, Mapping):
         named = dict(tokenizers)
     else:
@@ -72,7 +73,7 @@ def named_tokenizers(tokenizers: Mapping[str, Any] | Sequence[Any]) -> dict[str,
             name = tokenizer_name(tokenizer, position)
             named[name if name not in named else f"{name}-{position + 1}"] = tokenizer
     if not named:
-        raise ConfigError("compare needs at least one tokeniser")
+        raise ConfigError(f"no tokenisers to {purpose}: pass at least one tokeniser, as {{name: tokenizer}} or a list")
     return named
 
 

@@ -21,7 +21,8 @@ from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from polytok.errors import ConfigError, CorpusError
 from polytok.files import atomic_write
-from polytok.metrics import TokenizerView, tokenizer_name
+from polytok.compare import named_tokenizers
+from polytok.metrics import TokenizerView
 from polytok.tables import to_csv
 
 #: The columns of the CSV summary, one row per tokeniser.
@@ -219,15 +220,7 @@ def write_results(report: Mapping[str, Any], path: str | os.PathLike) -> list[Pa
 
 
 def _named(tokenizers: Mapping[str, Any] | Sequence[Any] | Iterable[Any]) -> dict[str, Any]:
-    if isinstance(tokenizers, Mapping):
-        named = dict(tokenizers)
-    else:
-        named = {}
-        for position, tokenizer in enumerate(tokenizers):
-            name = tokenizer_name(tokenizer, position)
-            named[name if name not in named else f"{name}-{position + 1}"] = tokenizer
-    if not named:
-        raise ConfigError("no tokenisers to evaluate: pass at least one, as {name: tokenizer} or a list")
+    named = named_tokenizers(tokenizers, purpose="evaluate")
     for name, tokenizer in named.items():
         TokenizerView(tokenizer)  # a ConfigError now, not after another tokeniser's training
     return named
