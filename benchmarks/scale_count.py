@@ -31,33 +31,9 @@ import threading
 import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-FILES = ["kjv.txt", "handbook-en-US.txt", "handbook-es-ES.txt", "handbook-fr-FR.txt",
-         "handbook-de-DE.txt", "handbook-zh-CN.txt"]
+from bench_count import build_mix, data_directory  # the same ../shared/data mix
+
 DOCUMENT_SEPARATOR = b"\n\f\n"
-
-
-def data_directory() -> Path:
-    for candidate in (ROOT.parent / "shared" / "data", Path("/work/shared/data")):
-        if candidate.is_dir():
-            return candidate
-    raise SystemExit("cannot find the shared data directory (../shared/data)")
-
-
-def build_mix(target_bytes: int, directory: Path) -> Path:
-    """A plain-text file of about `target_bytes`: the data files in turn, repeated to size."""
-    texts = [(directory / name).read_bytes() for name in FILES]
-    handle, name = tempfile.mkstemp(suffix=".txt", prefix="polytok-bench-scale-")
-    written = 0
-    with os.fdopen(handle, "wb") as out:
-        while written < target_bytes:
-            for text in texts:
-                piece = text[: target_bytes - written]
-                out.write(piece)
-                written += len(piece)
-                if written >= target_bytes:
-                    break
-    return Path(name)
 
 
 def build_shuffled(files: list[Path], path: Path) -> None:
