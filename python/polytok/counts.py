@@ -252,7 +252,12 @@ def make_counter(pattern: str | None, special_tokens: list[str] | None, num_thre
 def nothing_counted(corpus: Source, documents: int, non_empty: int) -> CorpusError:
     """The error for a corpus of `documents` documents (`non_empty` of them not empty) that gave
     no pre-token."""
-    described = repr(os.fspath(corpus)) if isinstance(corpus, (str, os.PathLike)) else "the corpus"
+    if isinstance(corpus, (str, os.PathLike)):
+        described = repr(os.fspath(corpus))
+    elif isinstance(corpus, (list, tuple)) and corpus and all(isinstance(i, (str, os.PathLike)) for i in corpus):
+        described = ", ".join(repr(os.fspath(name)) for name in corpus[:3]) + (" ..." if len(corpus) > 3 else "")
+    else:
+        described = "the corpus"
     if documents == 0:
         reason = "holds no documents"
     elif non_empty == 0:
