@@ -11,6 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import polytok
+from polytok.chunking import truncate
 from polytok.errors import ConfigError, EncodeError
 from apply_tokenizers import NAMES, any_text, tokenizers
 
@@ -40,6 +41,51 @@ def test_truncation_keeps_whole_characters(name, text, max_tokens):
     start = len(data) - len(tokenizer.decode_bytes(tail))
     assert ends_on_character(data, start)
     assert all(not ends_on_character(data, ends[k - 1]) for k in range(max(len(ids) - max_tokens, 1), len(ids) - len(tail)))
+
+
+@pytest.mark.parametrize("name", NAMES)
+@SETTINGS
+@given(texts=st.lists(any_text, min_size=1, max_size=3), max_tokens=st.integers(1, 12))
+def test_encode_with_max_tokens_is_the_truncation(name, texts, max_tokens):
+    tokenizer = tokenizers()[name]
+    expected = [tokenizer.encode_truncated(text, max_tokens) for text in texts]
+    assert [tokenizer.encode(text, max_tokens=max_tokens) for text in texts] == expected
+    assert [tokenizer.encode_to_numpy(text, max_tokens=max_tokens).tolist() for text in texts] == expected
+    assert tokenizer.encode_batch(texts, 2, max_tokens=max_tokens) == expected
+    for kept in expected:
+        tokenizer.decode_bytes(kept).decode("utf-8", "surrogatepass")  # whole characters only
+
+
+LOADED = ["sp-bpe-bytes.model", "sp-unigram.model", "hf-unigram.json", "hf-wordpiece.json", "hf-bpe-byte-level.json",
+          "hf-bpe-llama.json"]
+
+
+@pytest.mark.parametrize("name", LOADED)
+@SETTINGS
+@given(texts=st.lists(any_text, min_size=1, max_size=3), max_tokens=st.integers(1, 12))
+def test_loaded_encode_with_max_tokens_keeps_whole_characters(name, texts, max_tokens):
+    tokenizer = polytok.load(READERS / name)
+    for text in texts:
+        ids = tokenizer.encode(text)
+        kept = tokenizer.encode(text, max_tokens=max_tokens)
+        assert kept == tokenizer.encode_truncated(text, max_tokens) == ids[: len(kept)] and len(kept) <= max_tokens
+        assert tokenizer.encode_to_numpy(text, max_tokens=max_tokens).tolist() == kept
+        whole = tokenizer.decode_bytes(ids)
+        # maximal: a longer cut within the limit would end inside a character of the tokens' bytes
+        for longer in range(len(kept) + 1, min(max_tokens, len(ids)) + 1):
+            end = len(tokenizer.decode_bytes(ids[:longer]))
+            assert end < len(whole) and (whole[end] & 0xC0) == 0x80
+    assert tokenizer.encode_batch(texts, max_tokens=max_tokens) == [tokenizer.encode(t, max_tokens=max_tokens) for t in texts]
+
+
+@pytest.mark.parametrize("name", ["bpe-cl100k", "viterbi"])
+def test_max_tokens_applies_to_sampled_encodings(name):
+    tokenizer = tokenizers()[name]
+    text = "the hat ate 12 bats, éte 中中 😀"
+    options = {"sample": True} if name == "viterbi" else {"dropout": 0.3}
+    full = tokenizer.encode(text, seed=7, **options)
+    assert tokenizer.encode(text, seed=7, max_tokens=5, **options) == truncate(tokenizer, full, 5)
+    assert tokenizer.encode_batch([text], seed=7, max_tokens=5, **options) == [truncate(tokenizer, full, 5)]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -125,6 +171,14 @@ def test_bad_sizes_are_config_errors():
         tokenizer.encode_batch_padded(["a"], padding_side="top")
     with pytest.raises(ConfigError, match="max_tokens must be an integer of at least 1"):
         tokenizer.encode_batch_padded(["a"], max_tokens=0)
+    loaded = polytok.load(READERS / "hf-unigram.json")
+    for bad in (0, -3, 1.5, True, "4"):
+        for encoder in (tokenizer, loaded):
+            for call in (encoder.encode, encoder.encode_to_numpy):
+                with pytest.raises(ConfigError, match="max_tokens must be an integer of at least 1"):
+                    call("hello", max_tokens=bad)
+            with pytest.raises(ConfigError, match="max_tokens must be an integer of at least 1"):
+                encoder.encode_batch(["hello"], max_tokens=bad)
 
 
 def test_a_character_longer_than_a_chunk_is_an_encode_error():
@@ -145,5 +199,9 @@ def test_loaded_truncation_and_padding(name):
         kept = tokenizer.encode_truncated(text, limit)
         assert kept == ids[: len(kept)] and len(kept) <= limit
         tokenizer.decode_bytes(kept).decode("utf-8")  # whole characters: no error
+    for limit in range(1, len(ids) + 1):
+        kept = tokenizer.encode_truncated(text, limit)
+        assert tokenizer.encode(text, max_tokens=limit) == kept == tokenizer.encode_to_numpy(text, max_tokens=limit).tolist()
+        assert tokenizer.encode_batch([text, "a"], max_tokens=limit) == [kept, tokenizer.encode_truncated("a", limit)]
     batch = tokenizer.encode_batch_padded([text, "a"], max_tokens=5, pad_id=0)
     assert batch.attention_mask.sum(axis=1).tolist() == [len(tokenizer.encode_truncated(text, 5)), len(tokenizer.encode("a"))]

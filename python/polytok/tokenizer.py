@@ -187,6 +187,23 @@ class BaseTokenizer:
     # ---- applying a tokeniser: streaming, offsets, truncation, chunking, padding, healing ------
     # Thin entry points; the logic is in streaming.py, offsets.py, chunking.py and healing.py.
 
+    def _truncated(self, encode: Callable[..., Result], text: str | bytes, max_tokens: int, **options: Any) -> Result:
+        """`encode(text, **options)` cut to `max_tokens` (checked first) without splitting a character."""
+        from polytok.chunking import check_max_tokens, truncate
+
+        max_tokens = check_max_tokens(max_tokens)
+        return truncate(self, encode(text, **options), max_tokens)
+
+    def _truncated_batch(
+        self, encode_batch: Callable[..., list[list[int]]], texts: Iterable[str | bytes], max_tokens: int,
+        num_threads: int | None, **options: Any,
+    ) -> list[list[int]]:
+        """`encode_batch(texts, num_threads, **options)`, each encoding cut as `_truncated` cuts."""
+        from polytok.chunking import check_max_tokens, truncate
+
+        max_tokens = check_max_tokens(max_tokens)
+        return [truncate(self, ids, max_tokens) for ids in encode_batch(texts, num_threads, **options)]
+
     def decode_stream(self, batch_size: int | None = None) -> Any:
         """A stream whose `step(id)` returns only complete characters and `flush()` the rest
         (streaming.py); `batch_size` streams stepped together when given."""
@@ -382,13 +399,20 @@ class Tokenizer(BaseTokenizer):
         alpha: float = 0.1,
         dropout: float | None = None,
         seed: int | None = None,
+        max_tokens: int | None = None,
     ) -> list[int]:
         """The ids of `text`. Special-token text raises unless allowed (tiktoken's semantics).
 
         Subword regularisation: `sample=True` (viterbi tokenisers) draws each pre-token's cut with
         probability ∝ P(cut)^alpha; `dropout=p` (merges tokenisers) skips every applicable merge
         with probability p. The same `seed` gives the same ids; seed None draws a fresh one.
+        `max_tokens` keeps at most that many of the first ids without splitting a character
+        (what `encode_truncated` keeps).
         """
+        if max_tokens is not None:
+            return self._truncated(self.encode, text, max_tokens, allowed_special=allowed_special,
+                                   disallowed_special=disallowed_special, sample=sample, alpha=alpha,
+                                   dropout=dropout, seed=seed)
         policy = self._policy(allowed_special, disallowed_special)
         randomness = self._randomness(sample, alpha, dropout, seed)
         if randomness is None:
@@ -456,8 +480,12 @@ class Tokenizer(BaseTokenizer):
         *,
         allowed_special: SpecialSet = frozenset(),
         disallowed_special: SpecialSet = "all",
+        max_tokens: int | None = None,
     ) -> np.ndarray:
         """Like `encode`, as a uint32 numpy array built without a Python list."""
+        if max_tokens is not None:
+            return self._truncated(self.encode_to_numpy, text, max_tokens, allowed_special=allowed_special,
+                                   disallowed_special=disallowed_special)
         policy = self._policy(allowed_special, disallowed_special)
         return self._with_policy(self._encoder.encode_to_numpy, text, policy, batch=False)
 
@@ -472,10 +500,16 @@ class Tokenizer(BaseTokenizer):
         alpha: float = 0.1,
         dropout: float | None = None,
         seed: int | None = None,
+        max_tokens: int | None = None,
     ) -> list[list[int]]:
         """`encode` of each text, in parallel on `num_threads` threads (default: all cores).
         With sampling or dropout, text i draws from (seed, i): the ids do not depend on the
-        thread count, and text 0 gets what `encode(text, seed=seed)` gives."""
+        thread count, and text 0 gets what `encode(text, seed=seed)` gives. `max_tokens`
+        truncates each encoding as in `encode`."""
+        if max_tokens is not None:
+            return self._truncated_batch(self.encode_batch, texts, max_tokens, num_threads, allowed_special=allowed_special,
+                                         disallowed_special=disallowed_special, sample=sample, alpha=alpha,
+                                         dropout=dropout, seed=seed)
         policy = self._policy(allowed_special, disallowed_special)
         randomness = self._randomness(sample, alpha, dropout, seed)
         threads = self._threads(num_threads)

@@ -129,8 +129,12 @@ class LoadedTokenizer(BaseTokenizer):
         alpha: float = 0.1,
         dropout: float | None = None,
         seed: int | None = None,
+        max_tokens: int | None = None,
     ) -> list[int]:
-        """The ids of `text` as the file's library gives them, added tokens recognised."""
+        """The ids of `text` as the file's library gives them, added tokens recognised;
+        `max_tokens` keeps at most that many of the first without splitting a character."""
+        if max_tokens is not None:
+            return self._truncated(self.encode, text, max_tokens, sample=sample, dropout=dropout)
         self._refuse_randomness(sample, dropout)
         return self.pipeline.encode(self._encoder, text)
 
@@ -162,9 +166,10 @@ class LoadedTokenizer(BaseTokenizer):
         *,
         allowed_special: SpecialSet = frozenset(),
         disallowed_special: SpecialSet = "all",
+        max_tokens: int | None = None,
     ) -> np.ndarray:
-        """Like `encode`, as a uint32 numpy array."""
-        return np.array(self.pipeline.encode(self._encoder, text), dtype=np.uint32)
+        """Like `encode` (`max_tokens` too), as a uint32 numpy array."""
+        return np.array(self.encode(text, max_tokens=max_tokens), dtype=np.uint32)
 
     def encode_batch(
         self,
@@ -177,8 +182,12 @@ class LoadedTokenizer(BaseTokenizer):
         alpha: float = 0.1,
         dropout: float | None = None,
         seed: int | None = None,
+        max_tokens: int | None = None,
     ) -> list[list[int]]:
-        """`encode` of each text, the core's part in parallel on `num_threads` threads."""
+        """`encode` of each text, the core's part in parallel on `num_threads` threads;
+        `max_tokens` truncates each encoding as in `encode`."""
+        if max_tokens is not None:
+            return self._truncated_batch(self.encode_batch, texts, max_tokens, num_threads, sample=sample, dropout=dropout)
         self._refuse_randomness(sample, dropout)
         return self.pipeline.encode_batch(self._encoder, list(texts), self._threads(num_threads))
 
