@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_encode import documents, trained_tokenizer  # noqa: E402
+from bench_encode import documents, trained_bpe  # noqa: E402
 
 
 def paired(repeats: int, reference, run) -> tuple[float, float]:
@@ -45,7 +45,7 @@ def main() -> None:
     parser.add_argument("--mb", type=float, default=4.0, help="megabytes of documents")
     parser.add_argument("--repeats", type=int, default=7)
     args = parser.parse_args()
-    tokenizer = trained_tokenizer()
+    tokenizer = trained_bpe()
     docs = documents(args.mb)
     encoded = [tokenizer.encode(doc) for doc in docs]
     tokens = sum(len(ids) for ids in encoded)

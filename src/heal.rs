@@ -1,7 +1,159 @@
-//! Token healing's search for the last stable pre-token start (python/polytok/healing.py): the
-//! last pre-token start of a prompt's text that none of a set of probe continuations moves, so
-//! that every pre-token before it stays as it is whatever text follows.
+//! Token healing (python/polytok/healing.py) for tokenisers with a pre-tokenisation pattern:
+//! the search for the last stable pre-token start of a prompt's text (the last pre-token start
+//! that none of a set of probe continuations moves, so that every pre-token before it stays as
+//! it is whatever text follows), and `Healer::heal`, which reads the prompt's ids from its end,
+//! decodes only what the search needs, and backs up over the tokens after the cut.
 use crate::pretokenize::PreTokenizer;
+
+/// Tokens of a long prompt's end decoded first when word starts are pre-token starts.
+const TAIL_TOKENS: usize = 64;
+/// Pre-tokens of the text's end probed first; doubled while every boundary is unstable.
+const WINDOW: usize = 2;
+
+/// What an id of the prompt is to the healer.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Kind {
+    Unknown,
+    Ordinary,
+    Special,
+}
+
+/// Why a prompt cannot be healed: the id at this position is no token (or not an id at all).
+#[derive(Debug, PartialEq, Eq)]
+pub struct NotAToken(pub usize);
+
+/// One tokeniser's healing data: its pre-tokeniser, the probes, every id's bytes, and whether
+/// a space or line end before an ASCII letter always starts a pre-token (true of the presets),
+/// which lets a long prompt be searched from its last tokens only.
+pub struct Healer {
+    pretokenizer: PreTokenizer,
+    probes: Vec<Vec<u8>>,
+    kinds: Vec<Kind>,
+    bytes: Vec<u8>,
+    starts: Vec<usize>,
+    word_starts: bool,
+}
+
+impl Healer {
+    /// `tokens[id]`: the bytes ordinary id `id` stands for, None for ids that are no ordinary
+    /// token; `special_ids` are never backed up over.
+    pub fn new(
+        pretokenizer: PreTokenizer,
+        probes: Vec<Vec<u8>>,
+        tokens: &[Option<Vec<u8>>],
+        special_ids: &[usize],
+        word_starts: bool,
+    ) -> Self {
+        let mut kinds = Vec::with_capacity(tokens.len());
+        let mut bytes = Vec::new();
+        let mut starts = Vec::with_capacity(tokens.len() + 1);
+        starts.push(0);
+        for token in tokens {
+            kinds.push(if token.is_some() { Kind::Ordinary } else { Kind::Unknown });
+            bytes.extend_from_slice(token.as_deref().unwrap_or_default());
+            starts.push(bytes.len());
+        }
+        for &id in special_ids {
+            if id >= kinds.len() {
+                kinds.resize(id + 1, Kind::Unknown);
+                starts.resize(id + 2, bytes.len());
+            }
+            kinds[id] = Kind::Special;
+        }
+        Healer { pretokenizer, probes, kinds, bytes, starts, word_starts }
+    }
+
+    fn kind(&self, id: u32) -> Kind {
+        self.kinds.get(id as usize).copied().unwrap_or(Kind::Unknown)
+    }
+
+    fn token(&self, id: u32) -> &[u8] {
+        &self.bytes[self.starts[id as usize]..self.starts[id as usize + 1]]
+    }
+
+    /// The last stable pre-token start of `text` (see `stable_start`).
+    pub fn stable_start(&self, text: &[u8]) -> usize {
+        stable_start(&self.pretokenizer, text, &self.probes, WINDOW)
+    }
+
+    /// Heals the prompt of `len` ids, `id_at(i)` giving id i (None: not an id): the number of
+    /// ids kept and the bytes of the removed ones. It never backs up past a special token; a
+    /// prompt that ends in one keeps every id. Only the ids it reads are checked.
+    pub fn heal(
+        &self,
+        len: usize,
+        mut id_at: impl FnMut(usize) -> Option<u32>,
+    ) -> Result<(usize, Vec<u8>), NotAToken> {
+        let mut read = Vec::with_capacity(len.min(TAIL_TOKENS + 1));
+        // read[k] is id len - 1 - k; stops after a special token or `limit` ids
+        let mut read_back = |read: &mut Vec<u32>, limit: usize| -> Result<Option<usize>, NotAToken> {
+            while read.len() < limit {
+                let at = len - 1 - read.len();
+                let id = id_at(at).ok_or(NotAToken(at))?;
+                match self.kind(id) {
+                    Kind::Unknown => return Err(NotAToken(at)),
+                    Kind::Special => return Ok(Some(at + 1)),
+                    Kind::Ordinary => read.push(id),
+                }
+            }
+            Ok(None)
+        };
+        let mut data = Vec::new();
+        let mut tail = read_back(&mut read, len.min(TAIL_TOKENS + 1))?;
+        if tail.is_none() && read.len() > TAIL_TOKENS && self.word_starts {
+            // No special token among the last 65 ids: search the text of the last 64 from its
+            // last word start before its last 64 bytes, where a pre-token must start.
+            self.decode_into(&read[..TAIL_TOKENS], &mut data);
+            if let Some(start) = last_word_start(&data) {
+                let cut = start + self.stable_start(&data[start..]);
+                if cut > start {
+                    return Ok(self.back_up(&read[..TAIL_TOKENS], &data, cut, len));
+                }
+            }
+        }
+        if tail.is_none() {
+            tail = read_back(&mut read, len)?;
+        }
+        let tail = tail.unwrap_or(0);
+        if tail == len {
+            return Ok((len, Vec::new()));
+        }
+        self.decode_into(&read, &mut data);
+        let cut = self.stable_start(&data);
+        Ok(self.back_up(&read, &data, cut, len))
+    }
+
+    /// The bytes of `reversed` (ids in reverse order) in text order, into `data`.
+    fn decode_into(&self, reversed: &[u32], data: &mut Vec<u8>) {
+        data.clear();
+        for &id in reversed.iter().rev() {
+            data.extend_from_slice(self.token(id));
+        }
+    }
+
+    /// Backs up over the ids (`reversed`, the prompt's last ones, whose text is `data`) that end
+    /// after `cut` (a token across it goes too): (ids kept of `len`, the bytes removed).
+    fn back_up(&self, reversed: &[u32], data: &[u8], cut: usize, len: usize) -> (usize, Vec<u8>) {
+        let mut removed = 0;
+        let mut dropped = 0;
+        while dropped < reversed.len() && removed < data.len() - cut {
+            removed += self.token(reversed[dropped]).len();
+            dropped += 1;
+        }
+        (len - dropped, data[data.len() - removed..].to_vec())
+    }
+}
+
+/// Where the pre-tokenisation of `data` may start under the presets: the last space before an
+/// ASCII letter, or the letter after the last line end before one, found before `data`'s last
+/// 64 bytes (and not at its first byte).
+fn last_word_start(data: &[u8]) -> Option<usize> {
+    let end = data.len().saturating_sub(64).max(1);
+    (1..end.saturating_sub(1)).rev().find_map(|at| {
+        let starts_word = matches!(data[at], b' ' | b'\n') && data[at + 1].is_ascii_alphabetic();
+        starts_word.then(|| if data[at] == b' ' { at } else { at + 1 })
+    })
+}
 
 /// The byte offsets where the pre-tokens of `text` start (the pieces tile the text).
 fn piece_starts(pretokenizer: &PreTokenizer, text: &[u8], out: &mut Vec<usize>) {
@@ -33,9 +185,11 @@ pub fn stable_start(
         let offset = starts[first];
         let own = &starts[first..];
         let mut agreed = own.len();
+        extended_text.clear();
+        extended_text.extend_from_slice(&text[offset..]);
+        let own_length = extended_text.len();
         for probe in probes {
-            extended_text.clear();
-            extended_text.extend_from_slice(&text[offset..]);
+            extended_text.truncate(own_length);
             extended_text.extend_from_slice(probe);
             piece_starts(pretokenizer, &extended_text, &mut extended);
             let common = agreed.min(extended.len());
@@ -79,5 +233,26 @@ mod tests {
         // digits group in threes from the left: "123" stays, "45" may grow
         assert_eq!(stable_start(&cl100k, b"x 12345", &probes(), 1), 5);
         assert_eq!(stable_start(&cl100k, b"", &probes(), 4), 0);
+    }
+
+    #[test]
+    fn heal_backs_up_over_the_tokens_after_the_cut_and_stops_at_specials() {
+        let cl100k = PreTokenizer::new(
+            Some(crate::pretokenize::Preset::Cl100k.pattern()),
+            Vec::new(),
+        )
+        .unwrap();
+        // ids 0..=255 are the bytes; 256 is " el", 257 is "<s>" (special); 258 is no token
+        let mut tokens: Vec<Option<Vec<u8>>> = (0..=255u8).map(|b| Some(vec![b])).collect();
+        tokens.push(Some(b" el".to_vec()));
+        let healer = Healer::new(cl100k, probes(), &tokens, &[257], true);
+        let heal = |ids: &[u32]| healer.heal(ids.len(), |at| ids.get(at).copied());
+        let mut prompt: Vec<u32> = b"juega en".iter().map(|&b| b as u32).collect();
+        prompt.extend([256, b' ' as u32]);
+        // "juega en el ": only the lone space may join the next word
+        assert_eq!(heal(&prompt), Ok((prompt.len() - 1, b" ".to_vec())));
+        assert_eq!(heal(&[b'a' as u32, 257]), Ok((2, Vec::new())));
+        assert_eq!(heal(&[b'a' as u32, 257, b'x' as u32]), Ok((2, b"x".to_vec())));
+        assert_eq!(heal(&[b'a' as u32, 258]), Err(NotAToken(1)));
     }
 }

@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 import polytok
 from polytok.errors import DecodeError, EncodeError
-from polytok.healing import PROBES, _stable_start
+from polytok.healing import PROBES, _healer
 from polytok.pretokenize import PRESETS
 from polytok.pretokenize import PreTokenizer
 from apply_tokenizers import ALPHABET, NAMES, PATTERNED, alphabet_text, tokenizers
@@ -186,7 +186,7 @@ def test_long_prompts_heal_as_with_the_whole_text_pre_tokenised(name, start, end
     ids = tokenizer.encode(text)
     prefix, removed = tokenizer.heal(ids)
     data = text.encode()
-    cut = _stable_start(tokenizer.pattern).cut(data, 4)
+    cut = _healer(tokenizer).stable_start(data)
     ends = np.cumsum([len(tokenizer.token_bytes(i)) for i in ids])
     assert prefix == ids[: int(np.searchsorted(ends, cut, side="right"))]
     assert tokenizer.decode_bytes(prefix) + removed == data

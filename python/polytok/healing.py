@@ -14,19 +14,22 @@ Without a pattern (one pre-token per text) and for loaded tokenisers, whose pipe
 such boundaries, it backs up while the removed bytes with the token before them still start
 some token (llama.cpp's dynamic rule). It never backs up past a special token.
 
-The search runs in the core (src/heal.rs) on the prompt's text after its last special token;
+The search runs in the core (src/heal.rs) in one call: it reads the ids from the prompt's end,
+decodes the text after its last special token (under the preset patterns, where a space or
+line end before an ASCII letter always starts a pre-token, a long prompt's last 64 tokens from
+such a place), finds the stable start and backs up over the tokens after it.
 `tokens_starting_with(bytes)` is a binary search in the tokens sorted by their bytes.
 """
 from __future__ import annotations
 
-import re
+import weakref
 from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 import numpy as np
 
 from polytok import _core
-from polytok.errors import DecodeError, EncodeError
+from polytok.errors import EncodeError
 from polytok.pretokenize import PRESETS
 from polytok.token_index import TokenIndex, as_id_array, token_index
 
@@ -46,110 +49,65 @@ PROBES = tuple(
         "é", "É", "\u0301", "ǅ", "ʰ", "中", "\U0001f600",
     )
 )
-_WINDOW = 4  # pre-tokens of the prompt's end probed first; doubled while every boundary is unstable
-_TAIL_TOKENS = 64  # tokens of a long prompt's end decoded first (presets)
 _PRESET_PATTERNS = frozenset(PRESETS.values())
-_WORD_START = re.compile(rb"[ \n][A-Za-z]")
+_HEALERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 
 def heal(tokenizer: BaseTokenizer, ids: Iterable[int] | np.ndarray) -> tuple[list[int], bytes]:
     """(the prompt without its unstable last tokens, the bytes they held); see the module
     docstring. EncodeError for an empty prompt, DecodeError for an id that is no token among
-    those heal reads (all of them for a tokeniser with special tokens; otherwise the prompt's
-    end, the rest is returned as given)."""
-    prompt = ids.tolist() if isinstance(ids, np.ndarray) else list(ids)
+    those heal reads (the prompt's end back to its last special token or to the last 64 tokens;
+    the rest is returned as given)."""
+    if type(ids) is list:
+        prompt = ids
+    else:
+        prompt = ids.tolist() if isinstance(ids, np.ndarray) else list(ids)
     if not prompt:
         raise EncodeError("heal needs a prompt of at least one token; the ids given are empty")
-    index = token_index(tokenizer)
-    tail = 0
-    if index.special_ids and _check(index, prompt) >= len(tokenizer.vocab):
-        tail = _after_last_special(prompt, index.special_ids)
-    if tail == len(prompt):
-        return prompt, b""  # it ends in a special token: nothing to restart
+    healer = _HEALERS.get(tokenizer)
+    if healer is None:
+        healer = _HEALERS[tokenizer] = _healer(tokenizer)
+    if healer is False:
+        return _heal_by_prefixes(token_index(tokenizer), prompt)
+    try:
+        kept, removed = healer.heal(prompt)
+    except ValueError:
+        _check(token_index(tokenizer), prompt)  # names the first id that is no token
+        raise
+    return prompt[:kept], removed
+
+
+def _healer(tokenizer: BaseTokenizer) -> object:
+    """The core's healer for a tokeniser with a pattern (False for one without, and for loaded
+    tokenisers, whose pipelines have no stable pre-token starts)."""
     pattern = getattr(tokenizer, "pattern", None)
     if pattern is None or hasattr(tokenizer, "pipeline"):
-        _check(index, prompt)
-        return _heal_by_prefixes(index, prompt, tail)
-    try:
-        data, cut = _cut(tokenizer, pattern, prompt, tail)
-    except DecodeError:
-        _check(index, prompt)  # names the id and its position in the whole prompt
-        raise
-    # Back up over the tokens that end after the cut (a token across it goes too).
-    removed_length, kept = 0, len(prompt)
-    lengths = index.lengths
-    while kept > tail and removed_length < len(data) - cut:
-        kept -= 1
-        removed_length += int(lengths[prompt[kept]])
-    return prompt[:kept], data[len(data) - removed_length :]
+        return False
+    index = token_index(tokenizer)
+    ordinary = len(tokenizer.vocab)
+    return _core.Healer(pattern, list(PROBES), index.bytes_of[:ordinary], sorted(index.special_ids), pattern in _PRESET_PATTERNS)
 
 
-def _check(index: TokenIndex, prompt: list[int]) -> int:
-    """The prompt's largest id; DecodeError naming the first id that is no token."""
-    highest = 0
-    try:
-        lowest, highest = min(prompt), max(prompt)
-        fine = isinstance(lowest, int) and isinstance(highest, int) and lowest >= 0 and highest < index.size
-    except TypeError:
-        fine = False
-    if not fine or not index.all_known:
-        index.check_ids(as_id_array(prompt, "heal"), "heal")
-    return highest
+def _check(index: TokenIndex, prompt: list[int]) -> None:
+    """DecodeError naming the first id of the prompt that is no token."""
+    index.check_ids(as_id_array(prompt, "heal"), "heal")
 
 
-def _cut(tokenizer: BaseTokenizer, pattern: str, prompt: list[int], tail: int) -> tuple[bytes, int]:
-    """The text of prompt[start:] for some start >= tail, and the stable start in it."""
-    search = _stable_start(pattern)
-    if pattern in _PRESET_PATTERNS and len(prompt) - tail > _TAIL_TOKENS:
-        # Under the presets a space followed by an ASCII letter always starts a pre-token, and
-        # so does a letter after a line end (no alternative runs on from whitespace into a
-        # letter, and a space joins the word after it). So a long prompt's end can be
-        # pre-tokenised from the last such place before its last few pre-tokens, whatever came
-        # before it.
-        data = tokenizer.decode_bytes(prompt[len(prompt) - _TAIL_TOKENS :])
-        found = None
-        for found in _WORD_START.finditer(data, 1, max(1, len(data) - 64)):
-            pass
-        if found is not None:
-            start = found.start() if data[found.start()] == 0x20 else found.start() + 1
-            cut = start + search.cut(data[start:], _WINDOW)
-            if cut > start:
-                return data, cut
-    data = tokenizer.decode_bytes(prompt[tail:])
-    return data, search.cut(data, _WINDOW)
-
-
-def _after_last_special(prompt: list[int], special_ids: frozenset[int]) -> int:
-    """The index after the prompt's last special token (0 when it has none)."""
-    at = len(prompt)
-    while at > 0 and prompt[at - 1] not in special_ids:
-        at -= 1
-    return at
-
-
-def _heal_by_prefixes(index: TokenIndex, prompt: list[int], tail: int) -> tuple[list[int], bytes]:
-    """Back up while the removed bytes, with the token before them, still start some token."""
+def _heal_by_prefixes(index: TokenIndex, prompt: list[int]) -> tuple[list[int], bytes]:
+    """Back up, never past a special token, while the removed bytes with the token before them
+    still start some token."""
+    _check(index, prompt)
     kept = len(prompt) - 1
+    if prompt[kept] in index.special_ids:
+        return prompt[:], b""
     removed = index.bytes_of[prompt[kept]]
-    while kept > tail:
+    while kept > 0 and prompt[kept - 1] not in index.special_ids:
         candidate = index.bytes_of[prompt[kept - 1]] + removed
         if not index.has_token_starting_with(candidate):
             break
         kept -= 1
         removed = candidate
     return prompt[:kept], removed
-
-
-_STABLE_STARTS: dict[str, object] = {}
-
-
-def _stable_start(pattern: str) -> object:
-    """The core's stable-start search for `pattern` with PROBES, built once per pattern."""
-    if pattern not in _STABLE_STARTS:
-        if len(_STABLE_STARTS) > 16:
-            _STABLE_STARTS.clear()
-        _STABLE_STARTS[pattern] = _core.StableStart(pattern, list(PROBES))
-    return _STABLE_STARTS[pattern]
 
 
 def tokens_starting_with(tokenizer: BaseTokenizer, prefix: bytes | str, *, or_prefixes: bool = False) -> np.ndarray:

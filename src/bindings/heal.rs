@@ -1,32 +1,52 @@
-//! Token healing's stable-start search (src/heal.rs) for polytok.healing.
+//! Token healing (src/heal.rs) for polytok.healing.
 use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList};
 
-use crate::heal::stable_start;
+use crate::heal::{Healer, NotAToken};
 use crate::pretokenize::PreTokenizer;
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PyStableStart>()
+    m.add_class::<PyHealer>()
 }
 
-/// A pre-tokeniser with the probe continuations healing tries.
-#[pyclass(name = "StableStart", module = "polytok._core", frozen)]
-pub struct PyStableStart {
-    pretokenizer: PreTokenizer,
-    probes: Vec<Vec<u8>>,
+/// One tokeniser's healing data: its pattern's pre-tokeniser, the probe continuations, every
+/// id's bytes and its special ids.
+#[pyclass(name = "Healer", module = "polytok._core", frozen)]
+pub struct PyHealer {
+    healer: Healer,
 }
 
 #[pymethods]
-impl PyStableStart {
+impl PyHealer {
+    /// `tokens[id]`: the bytes ordinary id `id` stands for (None: no ordinary token);
+    /// `word_starts`: the pattern is a preset's, where a space or line end before an ASCII
+    /// letter always starts a pre-token.
     #[new]
-    fn new(pattern: &str, probes: Vec<Vec<u8>>) -> PyResult<Self> {
-        Ok(PyStableStart {
-            pretokenizer: PreTokenizer::new(Some(pattern), Vec::new())?,
-            probes,
+    fn new(
+        pattern: &str,
+        probes: Vec<Vec<u8>>,
+        tokens: Vec<Option<Vec<u8>>>,
+        special_ids: Vec<usize>,
+        word_starts: bool,
+    ) -> PyResult<Self> {
+        let pretokenizer = PreTokenizer::new(Some(pattern), Vec::new())?;
+        Ok(PyHealer {
+            healer: Healer::new(pretokenizer, probes, &tokens, &special_ids, word_starts),
         })
     }
 
+    /// (ids kept, removed bytes) for the prompt `ids` (see src/heal.rs); ValueError naming
+    /// the position of an id it reads that is no token.
+    fn heal<'py>(&self, py: Python<'py>, ids: &Bound<'py, PyList>) -> PyResult<(usize, Bound<'py, PyBytes>)> {
+        let id_at = |at: usize| ids.get_item(at).ok()?.extract::<u32>().ok();
+        match self.healer.heal(ids.len(), id_at) {
+            Ok((kept, removed)) => Ok((kept, PyBytes::new(py, &removed))),
+            Err(NotAToken(at)) => Err(pyo3::exceptions::PyValueError::new_err(at)),
+        }
+    }
+
     /// The last pre-token start of `text` that no probe moves (see src/heal.rs).
-    fn cut(&self, py: Python<'_>, text: &[u8], first_window: usize) -> usize {
-        py.detach(|| stable_start(&self.pretokenizer, text, &self.probes, first_window))
+    fn stable_start(&self, py: Python<'_>, text: &[u8]) -> usize {
+        py.detach(|| self.healer.stable_start(text))
     }
 }
