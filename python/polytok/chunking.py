@@ -4,7 +4,7 @@ All three cut an encoding only where a token ends on a character boundary, so no
 splits a character: the kept tokens decode to whole characters. Truncation (and so padding)
 looks only at the tokens next to the cut (a token whose bytes start with a UTF-8 continuation
 byte cannot start a cut) and applies to every tokeniser; chunking reports each
-chunk's span of the input, so it needs `encode_with_offsets` and applies wherever offsets do.
+chunk's span of the input, so it needs `encode_with_offsets` and tokens that spell the input.
 
 - `encode_truncated(text, max_tokens)`: the first (or last) at most `max_tokens` tokens.
 - `chunk(text, max_tokens, overlap)`: consecutive windows of at most `max_tokens` tokens, each
@@ -132,6 +132,11 @@ def chunk(
     ids, offsets = encode_with_offsets(tokenizer, text, allowed_special=allowed_special, disallowed_special=disallowed_special)
     if not ids:
         return []
+    if hasattr(tokenizer, "pipeline") and tokenizer.decode_bytes(ids) != data:
+        raise ConfigError(
+            f"chunk needs tokens that spell the input, so that each chunk decodes to its span; this "
+            f"{tokenizer.pipeline.kind} file's pipeline rewrites the text (encode_with_offsets maps its tokens back)"
+        )
     points = cut_points(data, offsets)
     positions = character_starts(data) if isinstance(text, str) else None
     chunks = []

@@ -74,11 +74,9 @@ def encode_with_offsets(
         except UnicodeDecodeError as error:
             raise EncodeError(f"character offsets need text; the bytes given are not UTF-8 ({error})") from None
     if hasattr(tokenizer, "pipeline"):
-        ids, offsets = tokenizer.pipeline_offsets(text)  # type: ignore[attr-defined]
-    else:
-        ids = tokenizer.encode_to_numpy(text, allowed_special=allowed_special, disallowed_special=disallowed_special)
-        offsets = byte_offsets(tokenizer, ids)
-        ids = ids.tolist()
+        return tokenizer.pipeline_offsets(text, unit)  # type: ignore[attr-defined]
+    ids = tokenizer.encode_to_numpy(text, allowed_special=allowed_special, disallowed_special=disallowed_special)
+    offsets = byte_offsets(tokenizer, ids)
     if unit == "chars":
         offsets = to_character_offsets(input_bytes(text), offsets)
-    return ids, offsets
+    return ids.tolist(), offsets

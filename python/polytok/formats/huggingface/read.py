@@ -18,6 +18,7 @@ import regex
 
 from polytok.errors import ConfigError, EncodeError, FormatError, PatternError
 from polytok.files import read_json
+from polytok.formats.huggingface.alignment import AlignedNormalizer, aligned_normalizer
 from polytok.formats.huggingface.decoders import Decoder, decoder as read_decoder
 from polytok.formats.huggingface.nodes import Fail
 from polytok.formats.huggingface.normalizers import Normalizer, normalizer as read_normalizer
@@ -61,6 +62,7 @@ class HuggingFacePipeline(Pipeline):
         self.token_texts = token_texts
         self._raw_added = _added_matcher([token for token in added if not token.get("normalized")], None)
         self._normalized_added = _added_matcher([token for token in added if token.get("normalized")], normalizer)
+        self._aligned: AlignedNormalizer | None = None
 
     def encode(self, encoder: Any, text: str | bytes, split_added: bool = True) -> list[int]:
         """The ids of `text` through the file's pipeline and the core `encoder`."""
@@ -116,6 +118,29 @@ class HuggingFacePipeline(Pipeline):
                     add_text(piece, first)
         return b"".join(words), [len(word) for word in words], added
 
+    def aligned_text(self, text: str) -> tuple[str, list[int]]:
+        """The text the tokens spell when the pre-tokeniser keeps every character (added tokens'
+        content, the normalised text between them) and for each of its characters the index of
+        the original character it stands for (-1: the empty span at 0; alignment.py has the
+        rule)."""
+        node = self.record.get("normalizer")
+        if self._aligned is None and node is not None:
+            self._aligned = aligned_normalizer(node)
+        seen: list[str] = []
+        origin: list[int] = []
+        for start, end, raw_id in _added_spans(text, self._raw_added):
+            if raw_id is not None:
+                seen.append(text[start:end])
+                origin.extend(range(start, end))
+                continue
+            normalized, alignment = text[start:end], list(range(start, end))
+            if self._aligned is not None:
+                normalized, alignment = self._aligned(normalized, alignment)
+            for piece_start, piece_end, _ in _added_spans(normalized, self._normalized_added):
+                seen.append(normalized[piece_start:piece_end])
+                origin.extend(alignment[piece_start:piece_end])
+        return "".join(seen), origin
+
     def decode(self, ids: list[int]) -> str:
         """The text of `ids` as `tokenizers` decodes it (no tokens skipped)."""
         tokens = [self.token_texts[token_id] for token_id in ids]
@@ -150,18 +175,27 @@ def _added_matcher(tokens: list[dict[str, Any]], normalizer: Normalizer | None) 
 
 def _split_added(text: str, matcher: tuple[Any, dict[str, int]] | None, first: bool) -> list[tuple[str, int | None, bool]]:
     """(piece, None, starts the input) for text between added tokens and ("", id, False) for each token."""
+    return [
+        ("", token_id, False) if token_id is not None else (text[start:end], None, first and start == 0)
+        for start, end, token_id in _added_spans(text, matcher)
+    ]
+
+
+def _added_spans(text: str, matcher: tuple[Any, dict[str, int]] | None) -> list[tuple[int, int, int | None]]:
+    """(start, end, None) for each non-empty stretch of text between added tokens and (start,
+    end, id) for each token's content (its lstrip/rstrip whitespace belongs to neither)."""
     if matcher is None:
-        return [(text, None, first)] if text else []
+        return [(0, len(text), None)] if text else []
     compiled, ids = matcher
-    out: list[tuple[str, int | None, bool]] = []
+    out: list[tuple[int, int, int | None]] = []
     start = 0
     for match in compiled.finditer(text):
         if match.start() > start:
-            out.append((text[start : match.start()], None, first and start == 0))
-        out.append(("", ids[match.lastgroup], False))
+            out.append((start, match.start(), None))
+        out.append((*match.span(match.lastgroup), ids[match.lastgroup]))
         start = match.end()
     if start < len(text):
-        out.append((text[start:], None, first and start == 0))
+        out.append((start, len(text), None))
     return out
 
 
