@@ -11,10 +11,15 @@ step and offsets at most 1.3x plain encode per token).
   `encode(prompt)` alone, and `heal` with `tokens_starting_with` alone on the encoded prompts
   against the same `encode` (what healing adds; run back to back with `encode` in one loop, the
   two evict each other's tables from the CPU caches and each runs slower), for prompts of about 4 KB, 1 KB and 100 bytes (each document's start);
-- truncation (`encode_truncated(doc, 512)`), chunking (`chunk(doc, 512, 64)`) and a padded batch
-  (`encode_batch_padded(docs[i:i+32], max_tokens=512)`, one thread) against `encode`.
+- truncation (`encode_truncated(doc, 512)`, `encode(doc, max_tokens=512)`), chunking
+  (`chunk(doc, 512, 64)`) and a padded batch (`encode_batch_padded(docs[i:i+32],
+  max_tokens=512)`, one thread) against `encode`;
+- offsets through a normaliser: on the HF Llama 2 layout file of bench_loaded.py (trained once
+  with `tokenizers`), `encode_with_offsets` against that file's `encode`, and `tokenizers`'
+  own encode (its offsets come with every encoding) against the same, on `--normalised-mb` of
+  the documents.
 
-    python benchmarks/bench_apply.py [--mb 4] [--repeats 7]
+    python benchmarks/bench_apply.py [--mb 4] [--repeats 7] [--normalised-mb 0.5]
 """
 from __future__ import annotations
 
@@ -44,6 +49,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=float, default=4.0, help="megabytes of documents")
     parser.add_argument("--repeats", type=int, default=7)
+    parser.add_argument("--normalised-mb", type=float, default=0.5,
+                        help="megabytes for offsets through a normaliser (0: skip)")
     args = parser.parse_args()
     tokenizer = trained_bpe()
     docs = documents(args.mb)
@@ -75,6 +82,10 @@ def main() -> None:
         for doc in docs:
             tokenizer.encode_truncated(doc, 512)
 
+    def max_tokens():
+        for doc in docs:
+            tokenizer.encode(doc, max_tokens=512)
+
     def chunking():
         for doc in docs:
             tokenizer.chunk(doc, 512, 64)
@@ -89,7 +100,8 @@ def main() -> None:
 
     rows = []
     for name, run in (("encode_with_offsets", offsets), ("decode_stream().step", streaming),
-                      ("encode_truncated 512", truncation), ("chunk 512/64", chunking)):
+                      ("encode_truncated 512", truncation), ("encode max_tokens=512", max_tokens),
+                      ("chunk 512/64", chunking)):
         rows.append((name, *paired(args.repeats, plain, run), tokens))
     rows.append(("encode_batch_padded 512 (vs encode_batch)", *paired(args.repeats, plain_batches, padded), tokens))
 
@@ -118,9 +130,46 @@ def main() -> None:
                      prompt_tokens))
         print(f"{label} prompts: {prompt_tokens / len(prompt_ids):.0f} tokens each on average")
 
+    if args.normalised_mb > 0:
+        rows.extend(normalised_offsets(args.normalised_mb, args.repeats))
+
     print(f"\n{'operation':<56} {'ns/token':>9} {'encode ns':>10} {'vs encode':>10}")
     for name, seconds, reference, count in rows:
         print(f"{name:<56} {seconds / count * 1e9:>9.0f} {reference / count * 1e9:>10.0f} {seconds / reference:>9.2f}x")
+
+
+def normalised_offsets(megabytes: float, repeats: int) -> list[tuple[str, float, float, int]]:
+    """Rows for offsets through a loaded file's normaliser: the HF Llama 2 layout of
+    bench_loaded.py (Prepend and Replace, trained once with `tokenizers`), polytok's
+    `encode_with_offsets` against its `encode`, and `tokenizers`' encode (which always builds
+    offsets) against polytok's `encode`."""
+    import polytok
+    import tokenizers
+    from bench_loaded import train_models
+
+    path = train_models(8000, ["hf-llama2-bpe"])["hf-llama2-bpe"]
+    loaded = polytok.load(path)
+    theirs = tokenizers.Tokenizer.from_file(str(path))
+    docs = documents(megabytes)
+    count = sum(len(loaded.encode(doc)) for doc in docs)
+    sample = docs[0][:2000]
+    assert loaded.encode_with_offsets(sample, unit="chars")[1].tolist() == [list(pair) for pair in theirs.encode(sample).offsets]
+
+    def plain():
+        for doc in docs:
+            loaded.encode(doc)
+
+    def offsets():
+        for doc in docs:
+            loaded.encode_with_offsets(doc, unit="chars")
+
+    def peer():
+        for doc in docs:
+            theirs.encode(doc, add_special_tokens=False)
+
+    print(f"offsets through a normaliser: {len(docs)} documents, {count} tokens of the HF Llama 2 layout", flush=True)
+    return [("HF Llama 2 layout: encode_with_offsets (vs its encode)", *paired(repeats, plain, offsets), count),
+            ("  tokenizers' encode with its offsets (vs polytok encode)", *paired(repeats, plain, peer), count)]
 
 
 if __name__ == "__main__":

@@ -71,9 +71,16 @@ impl Healer {
         &self.bytes[self.starts[id as usize]..self.starts[id as usize + 1]]
     }
 
-    /// The last stable pre-token start of `text` (see `stable_start`).
+    /// The last stable pre-token start of `text` (see `stable_start`), found by the probes
+    /// alone (the reference `cut` is tested against).
     pub fn stable_start(&self, text: &[u8]) -> usize {
-        stable_start(&self.pretokenizer, text, &self.probes, WINDOW)
+        stable_start(&self.pretokenizer, text, &self.probes, WINDOW, false)
+    }
+
+    /// The last stable pre-token start of `text`, with the presets' word starts taken as
+    /// stable without probing.
+    fn cut(&self, text: &[u8]) -> usize {
+        stable_start(&self.pretokenizer, text, &self.probes, WINDOW, self.word_starts)
     }
 
     /// Heals the prompt of `len` ids, `id_at(i)` giving id i (None: not an id): the number of
@@ -105,7 +112,7 @@ impl Healer {
             // last word start before its last 64 bytes, where a pre-token must start.
             self.decode_into(&read[..TAIL_TOKENS], &mut data);
             if let Some(start) = last_word_start(&data) {
-                let cut = start + self.stable_start(&data[start..]);
+                let cut = start + self.cut(&data[start..]);
                 if cut > start {
                     return Ok(self.back_up(&read[..TAIL_TOKENS], &data, cut, len));
                 }
@@ -119,7 +126,7 @@ impl Healer {
             return Ok((len, Vec::new()));
         }
         self.decode_into(&read, &mut data);
-        let cut = self.stable_start(&data);
+        let cut = self.cut(&data);
         Ok(self.back_up(&read, &data, cut, len))
     }
 
@@ -144,14 +151,71 @@ impl Healer {
     }
 }
 
+/// Byte strings in sorted order, stored back to back, for prefix queries: the strings that
+/// start with a prefix are one contiguous run (a trie flattened into a sorted array).
+pub struct SortedTokens {
+    bytes: Vec<u8>,
+    starts: Vec<u32>,
+}
+
+impl SortedTokens {
+    /// `tokens` must be sorted (byte-wise, as Python sorts bytes).
+    pub fn new(tokens: &[Vec<u8>]) -> Self {
+        let mut bytes = Vec::new();
+        let mut starts = Vec::with_capacity(tokens.len() + 1);
+        starts.push(0);
+        for token in tokens {
+            bytes.extend_from_slice(token);
+            starts.push(bytes.len() as u32);
+        }
+        SortedTokens { bytes, starts }
+    }
+
+    fn get(&self, index: usize) -> &[u8] {
+        &self.bytes[self.starts[index] as usize..self.starts[index + 1] as usize]
+    }
+
+    /// The run low..high of the strings that start with `prefix`.
+    pub fn range(&self, prefix: &[u8]) -> (usize, usize) {
+        let count = self.starts.len() - 1;
+        let (mut low, mut high) = (0, count);
+        while low < high {
+            let middle = (low + high) / 2;
+            if self.get(middle) < prefix {
+                low = middle + 1;
+            } else {
+                high = middle;
+            }
+        }
+        let start = low;
+        high = count;
+        while low < high {
+            let middle = (low + high) / 2;
+            if self.get(middle).starts_with(prefix) {
+                low = middle + 1;
+            } else {
+                high = middle;
+            }
+        }
+        (start, low)
+    }
+}
+
+/// Whether a pre-token must start at `at` of `text` under the presets, whatever comes before
+/// or after: a space before an ASCII letter, or an ASCII letter after a line end.
+fn starts_word(text: &[u8], at: usize) -> bool {
+    let letter = |i: usize| text.get(i).is_some_and(u8::is_ascii_alphabetic);
+    (text[at] == b' ' && letter(at + 1)) || (at > 0 && text[at - 1] == b'\n' && letter(at))
+}
+
 /// Where the pre-tokenisation of `data` may start under the presets: the last space before an
 /// ASCII letter, or the letter after the last line end before one, found before `data`'s last
 /// 64 bytes (and not at its first byte).
 fn last_word_start(data: &[u8]) -> Option<usize> {
     let end = data.len().saturating_sub(64).max(1);
     (1..end.saturating_sub(1)).rev().find_map(|at| {
-        let starts_word = matches!(data[at], b' ' | b'\n') && data[at + 1].is_ascii_alphabetic();
-        starts_word.then(|| if data[at] == b' ' { at } else { at + 1 })
+        let before_word = matches!(data[at], b' ' | b'\n') && data[at + 1].is_ascii_alphabetic();
+        before_word.then(|| if data[at] == b' ' { at } else { at + 1 })
     })
 }
 
@@ -166,16 +230,22 @@ fn piece_starts(pretokenizer: &PreTokenizer, text: &[u8], out: &mut Vec<usize>) 
 /// pre-token before it, for every probe. The probes run on the last `first_window` pre-tokens
 /// (pre-tokenising from a pre-token start gives the pieces the whole text has there), doubled
 /// while the only start they keep is the window's own; the text's start counts as stable.
+/// `word_starts` (the presets): a last pre-token that starts a word is the answer unprobed.
 pub fn stable_start(
     pretokenizer: &PreTokenizer,
     text: &[u8],
     probes: &[Vec<u8>],
     first_window: usize,
+    word_starts: bool,
 ) -> usize {
     let mut starts = Vec::new();
     piece_starts(pretokenizer, text, &mut starts);
-    if starts.is_empty() {
+    let Some(&last) = starts.last() else {
         return 0;
+    };
+    if word_starts && starts_word(text, last) {
+        // under the presets that start holds whatever follows: every probe would keep it
+        return last;
     }
     let mut window = first_window.max(1);
     let mut extended_text = Vec::new();
@@ -228,11 +298,31 @@ mod tests {
         )
         .unwrap();
         // "el" + " " + "x" would join the space to the word: the cut is the space's start
-        assert_eq!(stable_start(&cl100k, b"juega en el ", &probes(), 4), 11);
-        assert_eq!(stable_start(&cl100k, b"juega en el", &probes(), 4), 8);
+        assert_eq!(stable_start(&cl100k, b"juega en el ", &probes(), 4, false), 11);
+        assert_eq!(stable_start(&cl100k, b"juega en el", &probes(), 4, false), 8);
         // digits group in threes from the left: "123" stays, "45" may grow
-        assert_eq!(stable_start(&cl100k, b"x 12345", &probes(), 1), 5);
-        assert_eq!(stable_start(&cl100k, b"", &probes(), 4), 0);
+        assert_eq!(stable_start(&cl100k, b"x 12345", &probes(), 1, false), 5);
+        assert_eq!(stable_start(&cl100k, b"", &probes(), 4, false), 0);
+        // a last pre-token that starts a word needs no probe, and gets the probes' answer
+        assert_eq!(stable_start(&cl100k, b"juega en el", &probes(), 4, true), 8);
+        assert_eq!(stable_start(&cl100k, b"juega en el ", &probes(), 4, true), 11);
+        assert_eq!(stable_start(&cl100k, b"uno\ndos", &probes(), 4, true), 4);
+        assert_eq!(stable_start(&cl100k, b"uno\ndos", &probes(), 4, false), 4);
+    }
+
+    #[test]
+    fn sorted_tokens_give_the_run_of_a_prefix() {
+        let tokens: Vec<Vec<u8>> = [&b"a"[..], b"ab", b"abc", b"b", b"\xff", b"\xff\xff"]
+            .iter()
+            .map(|t| t.to_vec())
+            .collect();
+        let sorted = SortedTokens::new(&tokens);
+        assert_eq!(sorted.range(b"a"), (0, 3));
+        assert_eq!(sorted.range(b"ab"), (1, 3));
+        assert_eq!(sorted.range(b"abcd"), (3, 3));
+        assert_eq!(sorted.range(b""), (0, 6));
+        assert_eq!(sorted.range(b"\xff"), (4, 6));
+        assert_eq!(sorted.range(b"c"), (4, 4));
     }
 
     #[test]

@@ -2,16 +2,16 @@
 tokeniser from its public API and cached: the bytes each id stands for in the text, their
 lengths as a numpy array (offsets are cumulative sums of it), and every ordinary token in byte
 order, where the tokens that start with given bytes are one contiguous run (a trie flattened
-into a sorted array: each subtree is a range, found by two binary searches).
+into a sorted array: each subtree is a range, found by two binary searches in the core).
 """
 from __future__ import annotations
 
-import bisect
 import weakref
 from typing import TYPE_CHECKING
 
 import numpy as np
 
+from polytok import _core
 from polytok.errors import DecodeError
 
 if TYPE_CHECKING:
@@ -52,7 +52,8 @@ class TokenIndex:
         self.all_known = bool(self.known.all())
         self.special_ids = frozenset(special_ids)
         order = sorted((text, token_id) for token_id, text in enumerate(texts[:ordinary]))
-        self._sorted_bytes = [text for text, _ in order]
+        # the two binary searches run in the core, on the tokens stored back to back
+        self._sorted = _core.SortedTokens([text for text, _ in order])
         self._sorted_ids = np.array([token_id for _, token_id in order], dtype=np.int64)
         self._sorted_ids.flags.writeable = False
         # bytes -> every ordinary id with them (WordPiece spells a byte twice: word-initial and
@@ -73,15 +74,13 @@ class TokenIndex:
     def starting_with(self, prefix: bytes) -> np.ndarray:
         """Ids of the ordinary tokens whose bytes start with `prefix`, in the order of their
         bytes: a read-only view of the sorted table, so the cost does not grow with the count."""
-        low = bisect.bisect_left(self._sorted_bytes, prefix)
-        successor = _successor(prefix)
-        high = len(self._sorted_bytes) if successor is None else bisect.bisect_left(self._sorted_bytes, successor, low)
+        low, high = self._sorted.range(prefix)
         return self._sorted_ids[low:high]
 
     def has_token_starting_with(self, prefix: bytes) -> bool:
-        """Whether some ordinary token's bytes start with `prefix` (one binary search)."""
-        at = bisect.bisect_left(self._sorted_bytes, prefix)
-        return at < len(self._sorted_bytes) and self._sorted_bytes[at].startswith(prefix)
+        """Whether some ordinary token's bytes start with `prefix`."""
+        low, high = self._sorted.range(prefix)
+        return high > low
 
     def proper_prefixes_of(self, data: bytes) -> list[int]:
         """Ids of the ordinary tokens that are a proper, non-empty prefix of `data`, shortest first."""
@@ -95,14 +94,6 @@ def _whole_text(data: bytes | None) -> str | None:
         return data.decode("utf-8")
     except UnicodeDecodeError:
         return None
-
-
-def _successor(prefix: bytes) -> bytes | None:
-    """The smallest byte string above every string that starts with `prefix` (None: no bound)."""
-    stripped = prefix.rstrip(b"\xff")
-    if not stripped:
-        return None
-    return stripped[:-1] + bytes([stripped[-1] + 1])
 
 
 def token_index(tokenizer: BaseTokenizer) -> TokenIndex:

@@ -2,11 +2,32 @@
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 
-use crate::heal::{Healer, NotAToken};
+use crate::heal::{Healer, NotAToken, SortedTokens};
 use crate::pretokenize::PreTokenizer;
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_class::<PyHealer>()
+    m.add_class::<PyHealer>()?;
+    m.add_class::<PySortedTokens>()
+}
+
+/// A tokeniser's ordinary tokens in byte order, for `tokens_starting_with`.
+#[pyclass(name = "SortedTokens", module = "polytok._core", frozen)]
+pub struct PySortedTokens {
+    sorted: SortedTokens,
+}
+
+#[pymethods]
+impl PySortedTokens {
+    /// `tokens` sorted by their bytes.
+    #[new]
+    fn new(tokens: Vec<Vec<u8>>) -> Self {
+        PySortedTokens { sorted: SortedTokens::new(&tokens) }
+    }
+
+    /// (low, high): the tokens low..high are those that start with `prefix`.
+    fn range(&self, prefix: &[u8]) -> (usize, usize) {
+        self.sorted.range(prefix)
+    }
 }
 
 /// One tokeniser's healing data: its pattern's pre-tokeniser, the probe continuations, every
