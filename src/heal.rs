@@ -49,7 +49,11 @@ impl Healer {
         let mut starts = Vec::with_capacity(tokens.len() + 1);
         starts.push(0);
         for token in tokens {
-            kinds.push(if token.is_some() { Kind::Ordinary } else { Kind::Unknown });
+            kinds.push(if token.is_some() {
+                Kind::Ordinary
+            } else {
+                Kind::Unknown
+            });
             bytes.extend_from_slice(token.as_deref().unwrap_or_default());
             starts.push(bytes.len());
         }
@@ -60,11 +64,21 @@ impl Healer {
             }
             kinds[id] = Kind::Special;
         }
-        Healer { pretokenizer, probes, kinds, bytes, starts, word_starts }
+        Healer {
+            pretokenizer,
+            probes,
+            kinds,
+            bytes,
+            starts,
+            word_starts,
+        }
     }
 
     fn kind(&self, id: u32) -> Kind {
-        self.kinds.get(id as usize).copied().unwrap_or(Kind::Unknown)
+        self.kinds
+            .get(id as usize)
+            .copied()
+            .unwrap_or(Kind::Unknown)
     }
 
     fn token(&self, id: u32) -> &[u8] {
@@ -80,7 +94,13 @@ impl Healer {
     /// The last stable pre-token start of `text`, with the presets' word starts taken as
     /// stable without probing.
     fn cut(&self, text: &[u8]) -> usize {
-        stable_start(&self.pretokenizer, text, &self.probes, WINDOW, self.word_starts)
+        stable_start(
+            &self.pretokenizer,
+            text,
+            &self.probes,
+            WINDOW,
+            self.word_starts,
+        )
     }
 
     /// Heals the prompt of `len` ids, `id_at(i)` giving id i (None: not an id): the number of
@@ -93,18 +113,19 @@ impl Healer {
     ) -> Result<(usize, Vec<u8>), NotAToken> {
         let mut read = Vec::with_capacity(len.min(TAIL_TOKENS + 1));
         // read[k] is id len - 1 - k; stops after a special token or `limit` ids
-        let mut read_back = |read: &mut Vec<u32>, limit: usize| -> Result<Option<usize>, NotAToken> {
-            while read.len() < limit {
-                let at = len - 1 - read.len();
-                let id = id_at(at).ok_or(NotAToken(at))?;
-                match self.kind(id) {
-                    Kind::Unknown => return Err(NotAToken(at)),
-                    Kind::Special => return Ok(Some(at + 1)),
-                    Kind::Ordinary => read.push(id),
+        let mut read_back =
+            |read: &mut Vec<u32>, limit: usize| -> Result<Option<usize>, NotAToken> {
+                while read.len() < limit {
+                    let at = len - 1 - read.len();
+                    let id = id_at(at).ok_or(NotAToken(at))?;
+                    match self.kind(id) {
+                        Kind::Unknown => return Err(NotAToken(at)),
+                        Kind::Special => return Ok(Some(at + 1)),
+                        Kind::Ordinary => read.push(id),
+                    }
                 }
-            }
-            Ok(None)
-        };
+                Ok(None)
+            };
         let mut data = Vec::new();
         let mut tail = read_back(&mut read, len.min(TAIL_TOKENS + 1))?;
         if tail.is_none() && read.len() > TAIL_TOKENS && self.word_starts {
@@ -298,14 +319,23 @@ mod tests {
         )
         .unwrap();
         // "el" + " " + "x" would join the space to the word: the cut is the space's start
-        assert_eq!(stable_start(&cl100k, b"juega en el ", &probes(), 4, false), 11);
-        assert_eq!(stable_start(&cl100k, b"juega en el", &probes(), 4, false), 8);
+        assert_eq!(
+            stable_start(&cl100k, b"juega en el ", &probes(), 4, false),
+            11
+        );
+        assert_eq!(
+            stable_start(&cl100k, b"juega en el", &probes(), 4, false),
+            8
+        );
         // digits group in threes from the left: "123" stays, "45" may grow
         assert_eq!(stable_start(&cl100k, b"x 12345", &probes(), 1, false), 5);
         assert_eq!(stable_start(&cl100k, b"", &probes(), 4, false), 0);
         // a last pre-token that starts a word needs no probe, and gets the probes' answer
         assert_eq!(stable_start(&cl100k, b"juega en el", &probes(), 4, true), 8);
-        assert_eq!(stable_start(&cl100k, b"juega en el ", &probes(), 4, true), 11);
+        assert_eq!(
+            stable_start(&cl100k, b"juega en el ", &probes(), 4, true),
+            11
+        );
         assert_eq!(stable_start(&cl100k, b"uno\ndos", &probes(), 4, true), 4);
         assert_eq!(stable_start(&cl100k, b"uno\ndos", &probes(), 4, false), 4);
     }
@@ -342,7 +372,10 @@ mod tests {
         // "juega en el ": only the lone space may join the next word
         assert_eq!(heal(&prompt), Ok((prompt.len() - 1, b" ".to_vec())));
         assert_eq!(heal(&[b'a' as u32, 257]), Ok((2, Vec::new())));
-        assert_eq!(heal(&[b'a' as u32, 257, b'x' as u32]), Ok((2, b"x".to_vec())));
+        assert_eq!(
+            heal(&[b'a' as u32, 257, b'x' as u32]),
+            Ok((2, b"x".to_vec()))
+        );
         assert_eq!(heal(&[b'a' as u32, 258]), Err(NotAToken(1)));
     }
 }

@@ -21,7 +21,9 @@ impl PySortedTokens {
     /// `tokens` sorted by their bytes.
     #[new]
     fn new(tokens: Vec<Vec<u8>>) -> Self {
-        PySortedTokens { sorted: SortedTokens::new(&tokens) }
+        PySortedTokens {
+            sorted: SortedTokens::new(&tokens),
+        }
     }
 
     /// (low, high): the tokens low..high are those that start with `prefix`.
@@ -58,7 +60,11 @@ impl PyHealer {
 
     /// (ids kept, removed bytes) for the prompt `ids` (see src/heal.rs); ValueError naming
     /// the position of an id it reads that is no token.
-    fn heal<'py>(&self, py: Python<'py>, ids: &Bound<'py, PyList>) -> PyResult<(usize, Bound<'py, PyBytes>)> {
+    fn heal<'py>(
+        &self,
+        py: Python<'py>,
+        ids: &Bound<'py, PyList>,
+    ) -> PyResult<(usize, Bound<'py, PyBytes>)> {
         let id_at = |at: usize| ids.get_item(at).ok()?.extract::<u32>().ok();
         match self.healer.heal(ids.len(), id_at) {
             Ok((kept, removed)) => Ok((kept, PyBytes::new(py, &removed))),
