@@ -19,7 +19,7 @@ tokenizers = pytest.importorskip("tokenizers")
 
 DATA = Path(__file__).parent.parent / "data"
 READERS = DATA / "readers"
-SETTINGS = settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 PRECOMPILED = json.loads((READERS / "hf-unigram.json").read_text(encoding="utf-8"))["normalizer"]
 NORMALIZERS = {
@@ -47,7 +47,7 @@ NORMALIZERS = {
 # compatibility forms (ligature, full-width, superscript), case pairs whose lower case is longer
 # or context dependent, Hangul, controls, odd whitespace, CJK ideographs and an emoji.
 ALPHABET = "aeilsHE \u00e9e\u0301\u0323\u0302\u00c5\ufb01\uff48\u00b2\u0130\u03a3\u00df\ud55c\u1100\u1161\x07\u200b\t\n\u3000\u4e2d\u6587\U0001f600,."
-text_strategy = st.text(alphabet=ALPHABET, max_size=30)
+text_strategy = st.text(alphabet=ALPHABET, max_size=30) | st.text(max_size=12)
 
 
 def excerpts() -> list[str]:
