@@ -5,7 +5,9 @@
 //! decodes only what the search needs, and backs up over the tokens after the cut.
 use crate::pretokenize::PreTokenizer;
 
-/// Tokens of a long prompt's end decoded first when word starts are pre-token starts.
+/// Tokens of a prompt's end decoded first when word starts are pre-token starts: a few, then
+/// more when its last pre-token does not start a word.
+const SHORT_TAIL_TOKENS: usize = 16;
 const TAIL_TOKENS: usize = 64;
 /// Pre-tokens of the text's end probed first; doubled while every boundary is unstable.
 const WINDOW: usize = 2;
@@ -127,7 +129,18 @@ impl Healer {
                 Ok(None)
             };
         let mut data = Vec::new();
-        let mut tail = read_back(&mut read, len.min(TAIL_TOKENS + 1))?;
+        let mut tail = read_back(&mut read, len.min(SHORT_TAIL_TOKENS + 1))?;
+        if tail.is_none() && read.len() > SHORT_TAIL_TOKENS && self.word_starts {
+            // The usual prompt ends in a word: pre-tokenise the last few tokens' text from its
+            // last word start; if the last pre-token starts a word too, that is the cut.
+            self.decode_into(&read[..SHORT_TAIL_TOKENS], &mut data);
+            if let Some(cut) = self.word_cut(&data) {
+                return Ok(self.back_up(&read[..SHORT_TAIL_TOKENS], &data, cut, len));
+            }
+        }
+        if tail.is_none() {
+            tail = read_back(&mut read, len.min(TAIL_TOKENS + 1))?;
+        }
         if tail.is_none() && read.len() > TAIL_TOKENS && self.word_starts {
             // No special token among the last 65 ids: search the text of the last 64 from its
             // last word start before its last 64 bytes, where a pre-token must start.
@@ -149,6 +162,22 @@ impl Healer {
         self.decode_into(&read, &mut data);
         let cut = self.cut(&data);
         Ok(self.back_up(&read, &data, cut, len))
+    }
+
+    /// Under the presets, the start of `data`'s last pre-token when it starts a word, found by
+    /// pre-tokenising from `data`'s last word start (a pre-token start whatever precedes it).
+    fn word_cut(&self, data: &[u8]) -> Option<usize> {
+        let start = (0..data.len().saturating_sub(1)).rev().find_map(|at| {
+            let before_word =
+                matches!(data[at], b' ' | b'\n') && data[at + 1].is_ascii_alphabetic();
+            before_word.then(|| if data[at] == b' ' { at } else { at + 1 })
+        })?;
+        let mut last = start;
+        let base = data.as_ptr() as usize;
+        self.pretokenizer.for_each_piece(&data[start..], |piece| {
+            last = piece.as_ptr() as usize - base
+        });
+        starts_word(data, last).then_some(last)
     }
 
     /// The bytes of `reversed` (ids in reverse order) in text order, into `data`.
@@ -377,5 +406,16 @@ mod tests {
             Ok((2, b"x".to_vec()))
         );
         assert_eq!(heal(&[b'a' as u32, 258]), Err(NotAToken(1)));
+        // past the first few tokens read: a last word is its own cut; a trailing space is not
+        let long: Vec<u32> = b"the quick brown fox jumps over the lazy dog"
+            .iter()
+            .map(|&b| b as u32)
+            .collect();
+        assert_eq!(heal(&long), Ok((long.len() - 4, b" dog".to_vec())));
+        let spaced: Vec<u32> = b"the quick brown fox jumps over the lazy dog "
+            .iter()
+            .map(|&b| b as u32)
+            .collect();
+        assert_eq!(heal(&spaced), Ok((spaced.len() - 1, b" ".to_vec())));
     }
 }

@@ -50,9 +50,16 @@ def reference_prefix(tokenizer, text: str) -> list[int]:
     return ids[: int(np.searchsorted(ends, kept_bytes, side="right"))]
 
 
+# Short random strings, and excerpts of some 40 to 100 tokens with a random end (past the few
+# tokens heal decodes first under the presets).
+prompt_text = alphabet_text.filter(bool) | st.builds(
+    lambda start, end: DATA_TEXT[start : start + 250] + end, st.integers(0, len(DATA_TEXT) - 250), alphabet_text
+)
+
+
 @pytest.mark.parametrize("name", PATTERNED)
 @SETTINGS
-@given(text=alphabet_text.filter(bool), extra=st.lists(alphabet_text, max_size=4))
+@given(text=prompt_text, extra=st.lists(alphabet_text, max_size=4))
 def test_healed_prefix_is_stable_and_minimal(name, text, extra):
     tokenizer = tokenizers()[name]
     ids = tokenizer.encode(text)

@@ -16,8 +16,9 @@ some token (llama.cpp's dynamic rule). It never backs up past a special token.
 
 The search runs in the core (src/heal.rs) in one call: it reads the ids from the prompt's end,
 decodes the text after its last special token (under the preset patterns, where a space or
-line end before an ASCII letter always starts a pre-token, a long prompt's last 64 tokens from
-such a place), finds the stable start and backs up over the tokens after it.
+line end before an ASCII letter always starts a pre-token, a long prompt's last 16 tokens, or
+64, from such a place; a last pre-token that starts that way needs no probe), finds the stable
+start and backs up over the tokens after it.
 `tokens_starting_with(bytes)` is a binary search in the tokens sorted by their bytes.
 """
 from __future__ import annotations
@@ -56,8 +57,8 @@ _HEALERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 def heal(tokenizer: BaseTokenizer, ids: Iterable[int] | np.ndarray) -> tuple[list[int], bytes]:
     """(the prompt without its unstable last tokens, the bytes they held); see the module
     docstring. EncodeError for an empty prompt, DecodeError for an id that is no token among
-    those heal reads (the prompt's end back to its last special token or to the last 64 tokens;
-    the rest is returned as given)."""
+    those heal reads (the prompt's end back to its last special token, or its last 17 or 65
+    tokens; the rest is returned as given)."""
     if type(ids) is list:
         prompt = ids
     else:
