@@ -2,7 +2,7 @@
 token healing, truncation, chunking and padded batches, per token, on the 32k cl100k BPE of
 bench_encode.py and documents of ../shared/data. Everything runs in one process on one thread;
 each operation alternates with the plain call it is compared with and the fastest of the
-repeats counts, and the ratios to it are printed (the targets: healing, the streaming
+repeats (in CPU time) counts, and the ratios to it are printed (the targets: healing, the streaming
 step and offsets at most 1.3x plain encode per token).
 
 - offsets: `encode_with_offsets(doc)` against `encode(doc)`;
@@ -35,13 +35,15 @@ from bench_encode import documents, trained_bpe  # noqa: E402
 
 def paired(repeats: int, reference, run) -> tuple[float, float]:
     """The fastest of `repeats` timings of `run()` and of `reference()`, taken alternately so
-    that both see the same machine load (the minimum is what load inflates least)."""
+    that both see the same machine load (the minimum is what load inflates least). The time is
+    the process's CPU time: everything runs on one thread, so it equals the wall time on an
+    idle machine and leaves out the time other processes take the core."""
     times: tuple[list[float], list[float]] = ([], [])
     for _ in range(repeats):
         for which, function in enumerate((reference, run)):
-            start = time.perf_counter()
+            start = time.process_time()
             function()
-            times[which].append(time.perf_counter() - start)
+            times[which].append(time.process_time() - start)
     return min(times[1]), min(times[0])
 
 

@@ -1,15 +1,17 @@
 """Offsets: where each token of an encoding sits in the input.
 
 polytok's own tokenisers are lossless: the tokens' bytes, back to back, are the input's bytes.
-So a token's byte offsets are a running sum of token lengths, and the offsets tile the input
-exactly: the first starts at 0, each starts where the one before ends, the last ends at the
-input's length, and `data[start:end]` is the token's bytes.
+So a token's byte offsets are a running sum of token lengths (one core call over the ids), and
+the offsets tile the input exactly: the first starts at 0, each starts where the one before
+ends, the last ends at the input's length, and `data[start:end]` is the token's bytes.
 
 Character offsets (`unit="chars"`) count characters instead (Python str indices). A byte-level
 token may hold only part of a character; a character then belongs to the token that holds its
 first byte, and a token holding only later bytes of a character gets an empty span (start ==
 end) where that character ends. So character offsets tile the text too, and `text[start:end]`
 is the characters each token begins.
+
+Loaded files map their tokens back through their pipelines (formats/loaded.py).
 """
 from __future__ import annotations
 
@@ -35,13 +37,9 @@ def input_bytes(text: str | bytes) -> bytes:
     raise EncodeError(f"text must be str or bytes, not {type(text).__name__}")
 
 
-def byte_offsets(tokenizer: BaseTokenizer, ids: np.ndarray) -> np.ndarray:
+def byte_offsets(tokenizer: BaseTokenizer, ids: list[int]) -> np.ndarray:
     """(start, end) byte offsets (int64, shape (n, 2)) of `ids` laid end to end."""
-    lengths = token_index(tokenizer).lengths[ids]
-    offsets = np.empty((len(lengths), 2), dtype=np.int64)
-    np.cumsum(lengths, out=offsets[:, 1])
-    np.subtract(offsets[:, 1], lengths, out=offsets[:, 0])
-    return offsets
+    return token_index(tokenizer).offsets(ids)
 
 
 def character_starts(data: bytes) -> np.ndarray:
@@ -75,8 +73,8 @@ def encode_with_offsets(
             raise EncodeError(f"character offsets need text; the bytes given are not UTF-8 ({error})") from None
     if hasattr(tokenizer, "pipeline"):
         return tokenizer.pipeline_offsets(text, unit)  # type: ignore[attr-defined]
-    ids = tokenizer.encode_to_numpy(text, allowed_special=allowed_special, disallowed_special=disallowed_special)
+    ids = tokenizer.encode(text, allowed_special=allowed_special, disallowed_special=disallowed_special)
     offsets = byte_offsets(tokenizer, ids)
     if unit == "chars":
         offsets = to_character_offsets(input_bytes(text), offsets)
-    return ids.tolist(), offsets
+    return ids, offsets

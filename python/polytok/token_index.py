@@ -41,6 +41,7 @@ class TokenIndex:
         self.bytes_of: list[bytes | None] = texts
         #: id -> byte length (int64), 0 for ids that are no token.
         self.lengths = np.array([0 if text is None else len(text) for text in texts], dtype=np.int64)
+        self._lengths = _core.TokenLengths(self.lengths.tolist())
         #: id -> its bytes as text when they are whole UTF-8 characters, else None.
         self.texts: list[str | None] = [_whole_text(text) for text in texts]
         #: whether each id's bytes start with a UTF-8 continuation byte (a cut before it would
@@ -70,6 +71,15 @@ class TokenIndex:
         if bad.any():
             position = int(np.flatnonzero(bad)[0])
             raise DecodeError(f"{what}: id {int(ids[position])} at position {position} is not a token of this tokeniser")
+
+    def offsets(self, ids: list[int]) -> np.ndarray:
+        """(start, end) byte offsets (int64, shape (n, 2)) of the ids of a list laid end to end,
+        in one core call; DecodeError naming the first id that is no token."""
+        try:
+            return self._lengths.offsets(ids)
+        except ValueError:
+            self.check_ids(as_id_array(ids), "ids")
+            raise
 
     def starting_with(self, prefix: bytes) -> np.ndarray:
         """Ids of the ordinary tokens whose bytes start with `prefix`, in the order of their

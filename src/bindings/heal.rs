@@ -1,4 +1,6 @@
-//! Token healing (src/heal.rs) for polytok.healing.
+//! Token healing (src/heal.rs) for polytok.healing, and the per-tokeniser tables that healing
+//! and offsets share (polytok.token_index): tokens in byte order, token lengths.
+use numpy::{PyArray2, PyArrayMethods};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 
@@ -7,7 +9,47 @@ use crate::pretokenize::PreTokenizer;
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyHealer>()?;
-    m.add_class::<PySortedTokens>()
+    m.add_class::<PySortedTokens>()?;
+    m.add_class::<PyTokenLengths>()
+}
+
+/// Every id's byte length (0 for ids that are no token), for offsets.
+#[pyclass(name = "TokenLengths", module = "polytok._core", frozen)]
+pub struct PyTokenLengths {
+    lengths: Vec<i64>,
+}
+
+#[pymethods]
+impl PyTokenLengths {
+    #[new]
+    fn new(lengths: Vec<i64>) -> Self {
+        PyTokenLengths { lengths }
+    }
+
+    /// The (start, end) byte offsets (int64, shape (n, 2)) of the ids of the list `ids` laid
+    /// end to end; ValueError for an element that is no id of the table.
+    fn offsets<'py>(
+        &self,
+        py: Python<'py>,
+        ids: &Bound<'py, PyList>,
+    ) -> PyResult<Bound<'py, PyArray2<i64>>> {
+        let mut flat = Vec::with_capacity(2 * ids.len());
+        let mut end = 0i64;
+        for item in ids.iter() {
+            let length = item
+                .extract::<usize>()
+                .ok()
+                .and_then(|id| self.lengths.get(id))
+                .ok_or_else(|| {
+                    pyo3::exceptions::PyValueError::new_err("not an id of this tokeniser")
+                })?;
+            flat.push(end);
+            end += length;
+            flat.push(end);
+        }
+        let rows = flat.len() / 2;
+        numpy::PyArray1::from_vec(py, flat).reshape([rows, 2])
+    }
 }
 
 /// A tokeniser's ordinary tokens in byte order, for `tokens_starting_with`.

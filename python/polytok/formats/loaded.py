@@ -256,10 +256,9 @@ class LoadedTokenizer(BaseTokenizer):
         from polytok.offsets import byte_offsets, input_bytes, to_character_offsets
 
         ids = self.encode(text)
-        values = np.array(ids, dtype=np.int64)
-        spelled = self.decode_bytes(values)
+        spelled = self.decode_bytes(ids)
         data = input_bytes(text)
-        offsets = byte_offsets(self, values)
+        offsets = byte_offsets(self, ids)
         if spelled == data and getattr(self.pipeline, "normalizer", None) is None:
             return ids, to_character_offsets(data, offsets) if unit == "chars" else offsets
         original = text if isinstance(text, str) else data.decode("utf-8")
@@ -280,8 +279,8 @@ class LoadedTokenizer(BaseTokenizer):
             )
         # tokenizers' rule: a token runs from the start of the original character its first
         # byte stands for to the end of the one its last byte stands for
-        lengths = [len(char.encode("utf-8")) for char in spelled_text]
-        byte_origin = np.repeat(np.array(origin, dtype=np.int64), lengths)
+        character_bytes = np.flatnonzero((np.frombuffer(spelled, dtype=np.uint8) & 0xC0) != 0x80)
+        byte_origin = np.repeat(np.array(origin, dtype=np.int64), np.diff(np.append(character_bytes, len(spelled))))
         result = np.empty_like(offsets)
         if len(offsets):
             first = byte_origin[offsets[:, 0]]
