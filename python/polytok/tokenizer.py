@@ -19,7 +19,7 @@ from typing import Any, Literal, TypeVar
 
 import numpy as np
 
-from polytok import _core
+from polytok import _core, healing, offsets
 from polytok.errors import ConfigError, DecodeError, EncodeError, PatternError
 from polytok.pretokenize import PRESETS, resolve_pattern
 from polytok.segmenters import DEFAULT_ALGORITHM, DEFAULT_CACHE_SIZE, SEGMENTERS, build_encoder
@@ -185,7 +185,8 @@ class BaseTokenizer:
         }
 
     # ---- applying a tokeniser: streaming, offsets, truncation, chunking, padding, healing ------
-    # Thin entry points; the logic is in streaming.py, offsets.py, chunking.py and healing.py.
+    # Thin entry points; the logic is in streaming.py, offsets.py, chunking.py and healing.py
+    # (healing and offsets imported up front: they run once per prompt or text in a serving loop).
 
     def _truncated(self, encode: Callable[..., Result], text: str | bytes, max_tokens: int, **options: Any) -> Result:
         """`encode(text, **options)` cut to `max_tokens` (checked first) without splitting a character."""
@@ -221,9 +222,8 @@ class BaseTokenizer:
     ) -> tuple[list[int], np.ndarray]:
         """The ids of `text` and each token's (start, end) in it (int64, shape (n, 2)), in
         bytes or characters; the offsets tile the input (offsets.py)."""
-        from polytok.offsets import encode_with_offsets
-
-        return encode_with_offsets(self, text, unit=unit, allowed_special=allowed_special, disallowed_special=disallowed_special)
+        return offsets.encode_with_offsets(self, text, unit=unit, allowed_special=allowed_special,
+                                           disallowed_special=disallowed_special)
 
     def encode_truncated(
         self,
@@ -282,16 +282,12 @@ class BaseTokenizer:
     def heal(self, ids: Iterable[int] | np.ndarray) -> tuple[list[int], bytes]:
         """Token healing: (the prompt `ids` without its unstable last tokens, their bytes); the
         next token should come from `tokens_starting_with(removed)` (healing.py)."""
-        from polytok.healing import heal
-
-        return heal(self, ids)
+        return healing.heal(self, ids)
 
     def tokens_starting_with(self, prefix: bytes | str, *, or_prefixes: bool = False) -> np.ndarray:
         """Ids of the ordinary tokens whose bytes start with `prefix` (a read-only array in the
         order of their bytes); `or_prefixes` adds those that are a proper prefix of it (healing.py)."""
-        from polytok.healing import tokens_starting_with
-
-        return tokens_starting_with(self, prefix, or_prefixes=or_prefixes)
+        return healing.tokens_starting_with(self, prefix, or_prefixes=or_prefixes)
 
     # ---- other libraries' forms: SentencePiece and transformers ----------------------------
 
