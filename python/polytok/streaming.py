@@ -5,8 +5,9 @@ unfinished one until the ids that finish it arrive; `flush` ends the stream and 
 left, an unfinished character as U+FFFD, exactly as `decode` does.
 
 For polytok's own tokenisers the text is the ids' bytes, and a stream is an incremental UTF-8
-decoder fed each token's bytes: the steps plus the flush equal `decode(ids)` for every id
-sequence. A loaded tokeniser decodes through its file's decoder; its stream decodes the ids not
+decoder fed each token's bytes, in the core (src/bindings/streaming.rs; a token of whole
+characters, while nothing is held, returns its text cached there): the steps plus the flush
+equal `decode(ids)` for every id sequence. A loaded tokeniser decodes through its file's decoder; its stream decodes the ids not
 yet emitted behind the stream's first ids and emits what they add, which equals `decode(ids)`
 wherever the decoder's text for earlier ids does not change when later ids follow: always,
 except that a Llama-style ByteFallback decoder turns every byte of a run that is not valid UTF-8
@@ -14,12 +15,13 @@ into U+FFFD, characters already emitted included (docs/usage.md).
 """
 from __future__ import annotations
 
-import codecs
 import operator
 import os
+import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from polytok import _core
 from polytok.errors import ConfigError, DecodeError
 from polytok.token_index import token_index
 
@@ -38,65 +40,6 @@ def _bad_id(token_id: Any, size: int) -> DecodeError:
     if not integer:
         return DecodeError(f"decode stream: {token_id!r} is not an integer id")
     return DecodeError(f"decode stream: id {token_id} is not a token of this tokeniser (ids are below {size})")
-
-
-class DecodeStream:
-    """One stream of ids to text: `step(id)` returns the characters the id completes, `flush()`
-    the rest (an unfinished character as U+FFFD) and starts a new stream."""
-
-    __slots__ = ("_bytes_of", "_texts", "_table", "_size", "_decoder")
-
-    def __init__(self, tokenizer: BaseTokenizer):
-        index = token_index(tokenizer)
-        self._bytes_of = index.bytes_of
-        self._texts = index.texts
-        self._size = index.size
-        self._decoder = codecs.getincrementaldecoder("utf-8")("replace")
-        # The table step looks ids up in: each token's text while no bytes are held, and
-        # nothing (every id takes the byte path) while the decoder holds an unfinished character.
-        self._table = self._texts
-
-    def step(self, token_id: int) -> str:
-        """The text `token_id` completes (possibly ""); DecodeError for an id that is no token."""
-        # The common case, kept short: nothing held and a token of whole characters.
-        if type(token_id) is int and token_id >= 0:
-            try:
-                text = self._table[token_id]
-            except IndexError:
-                raise _bad_id(token_id, self._size) from None
-            if text is not None:
-                return text
-        return self._step_bytes(token_id)
-
-    def _step_bytes(self, token_id: Any) -> str:
-        if type(token_id) is not int:
-            if isinstance(token_id, bool):
-                raise _bad_id(token_id, self._size)
-            try:
-                token_id = operator.index(token_id)
-            except TypeError:
-                raise _bad_id(token_id, self._size) from None
-        data = self._bytes_of[token_id] if 0 <= token_id < self._size else None
-        if data is None:
-            raise _bad_id(token_id, self._size)
-        text = self._decoder.decode(data)
-        self._table = _NOTHING if self._decoder.getstate()[0] else self._texts
-        return text
-
-    def flush(self) -> str:
-        """The bytes still held (U+FFFD for an unfinished character); the stream starts anew."""
-        self._table = self._texts
-        return self._decoder.decode(b"", True)
-
-
-class _Nothing:
-    """A table in which no id has a text: every lookup gives None."""
-
-    def __getitem__(self, token_id: int) -> None:
-        return None
-
-
-_NOTHING = _Nothing()
 
 
 class WindowDecodeStream:
@@ -166,10 +109,17 @@ class BatchDecodeStream:
         return [stream.flush() for stream in self._streams]
 
 
-def decode_stream(tokenizer: BaseTokenizer, batch_size: int | None = None) -> DecodeStream | WindowDecodeStream | BatchDecodeStream:
-    """A stream for `tokenizer` (a batch of `batch_size` streams when given)."""
+_TABLES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def decode_stream(tokenizer: BaseTokenizer, batch_size: int | None = None) -> Any:
+    """A stream for `tokenizer` (a batch of `batch_size` streams when given): the core's
+    `DecodeStream` for polytok's own tokenisers, a `WindowDecodeStream` for loaded ones."""
     if batch_size is not None:
         return BatchDecodeStream(tokenizer, batch_size)
     if hasattr(tokenizer, "pipeline"):
         return WindowDecodeStream(tokenizer)
-    return DecodeStream(tokenizer)
+    table = _TABLES.get(tokenizer)
+    if table is None:
+        table = _TABLES[tokenizer] = _core.StreamTable(token_index(tokenizer).bytes_of, DecodeError)
+    return table.stream()

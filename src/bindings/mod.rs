@@ -14,6 +14,7 @@ mod errors;
 mod heal;
 mod lp;
 mod metrics;
+mod streaming;
 mod trainers;
 
 /// Adds every class, function, exception and constant of `polytok._core` to the module.
@@ -23,6 +24,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     encoders::register(m)?;
     compat::register(m)?;
     heal::register(m)?;
+    streaming::register(m)?;
     trainers::register(m)?;
     lp::register(m)?;
     metrics::register(m)?;
