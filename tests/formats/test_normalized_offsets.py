@@ -8,14 +8,13 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+import tokenizers  # a test dependency: the reference for the offsets
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import polytok
 from polytok.errors import ConfigError
 from polytok.offsets import character_starts
-
-tokenizers = pytest.importorskip("tokenizers")
 
 DATA = Path(__file__).parent.parent / "data"
 READERS = DATA / "readers"

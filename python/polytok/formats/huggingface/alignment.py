@@ -207,6 +207,33 @@ def _keep(text: str, alignment: Alignment, removed: regex.Pattern) -> tuple[str,
     return "".join(text[index] for index in kept), [alignment[index] for index in kept]
 
 
+def _versioned(step: AlignedNormalizer, overrides: dict[str, str]) -> AlignedNormalizer:
+    """`step`, except that each character `tokenizers`' tables treat differently (unicode_tables.py)
+    becomes its form there, standing for itself; the text between them goes through `step`."""
+    if not overrides:
+        return step
+
+    def normalize(text: str, alignment: Alignment) -> tuple[str, Alignment]:
+        if overrides.keys().isdisjoint(text):
+            return step(text, alignment)
+        out_text: list[str] = []
+        out_alignment: Alignment = []
+        start = 0
+        for index, char in enumerate([*text, ""]):
+            if char and char not in overrides:
+                continue
+            part, part_alignment = step(text[start:index], alignment[start:index])
+            out_text.append(part)
+            out_alignment.extend(part_alignment)
+            if char:
+                out_text.append(overrides[char])
+                out_alignment.extend([alignment[index]] * len(overrides[char]))
+            start = index + 1
+        return "".join(out_text), out_alignment
+
+    return normalize
+
+
 def bert(clean_text: bool, handle_chinese_chars: bool, strip_accents: bool | None, lower: bool) -> AlignedNormalizer:
     """BertNormalizer: cleaning drops characters and maps whitespace to spaces; the spaces put
     around a CJK ideograph stand for the ideograph."""
@@ -214,18 +241,26 @@ def bert(clean_text: bool, handle_chinese_chars: bool, strip_accents: bool | Non
     nfd = unicode_form("NFD")
     whitespace = regex.compile("[" + "".join(sorted(WHITESPACE)) + "]")
 
+    def clean(text: str, alignment: Alignment) -> tuple[str, Alignment]:
+        text, alignment = _keep(text, alignment, _BERT_REMOVED)
+        return whitespace.sub(" ", text), alignment
+
+    def strip_marks(text: str, alignment: Alignment) -> tuple[str, Alignment]:
+        return _keep(*nfd(text, alignment), _NONSPACING_MARK)
+
+    cleaned = _versioned(clean, OVERRIDES.get("BertClean", {}))
+    accents_stripped = _versioned(strip_marks, OVERRIDES.get("BertStripAccents", {}))
+
     def normalize(text: str, alignment: Alignment) -> tuple[str, Alignment]:
         if clean_text:
-            text, alignment = _keep(text, alignment, _BERT_REMOVED)
-            text = whitespace.sub(" ", text)
+            text, alignment = cleaned(text, alignment)
         if handle_chinese_chars and _CHINESE.search(text):
             changes: list[Change] = []
             for char in text:
                 changes.extend(((" ", 0), (char, 1), (" ", 1)) if _CHINESE.fullmatch(char) else ((char, 0),))
             text, alignment = transform(alignment, changes)
         if remove_accents and not text.isascii():
-            text, alignment = nfd(text, alignment)
-            text, alignment = _keep(text, alignment, _NONSPACING_MARK)
+            text, alignment = accents_stripped(text, alignment)
         if lower:
             text, alignment = aligned_lowercase(text, alignment)
         return text, alignment
