@@ -116,6 +116,41 @@ def test_bytes_and_invalid_utf8_count_as_the_pre_tokeniser_splits_them(documents
 
 
 @settings(max_examples=60, deadline=None)
+@given(
+    batches=st.lists(st.lists(st.binary(max_size=30) | text_strategy, max_size=5), min_size=1, max_size=4),
+    distinct=st.integers(0, 4000),
+)
+def test_the_counter_equals_a_counter_of_the_split_whatever_the_batches_and_threads(batches, distinct):
+    # `distinct` numbered words make every shard's table grow several times.
+    batches.append([" ".join(f"w{i}" for i in range(distinct)).encode() + b"\xff"])
+    splitter = PreTokenizer("cl100k", SPECIALS)
+    expected = collections.Counter(piece for batch in batches for document in batch for piece in splitter.split(document))
+    for special in SPECIALS:
+        expected.pop(special.encode(), None)
+    results = []
+    for threads in (1, 2):
+        counter = polytok._core.WordCounter(PRESETS["cl100k"], [s.encode() for s in SPECIALS], threads)
+        for batch in batches:
+            counter.add(batch)
+        assert len(counter) == len(expected)
+        data, offsets, counts = counter.finish()
+        assert counts.dtype == np.uint64 and offsets.dtype == np.int64
+        results.append(PreTokenCounts(data, offsets, counts))
+    assert results[0].to_dict() == dict(expected)
+    assert [word for word, _ in results[0]] == sorted(expected)
+    assert results[1].data == results[0].data
+    assert np.array_equal(results[1].offsets, results[0].offsets) and np.array_equal(results[1].counts, results[0].counts)
+
+
+def test_a_finished_counter_is_refused():
+    counter = polytok._core.WordCounter(None, [], 1)
+    counter.add(["text"])
+    counter.finish()
+    with pytest.raises(ValueError, match="finished"):
+        counter.add(["more"])
+
+
+@settings(max_examples=60, deadline=None)
 @given(documents=st.lists(text_strategy, min_size=1, max_size=12), cuts=st.lists(st.integers(0, 12), max_size=3))
 def test_shards_add_up_to_the_whole(documents, cuts):
     documents = [document + " word" for document in documents]  # every shard has something to count
@@ -303,7 +338,7 @@ def test_counting_a_large_file_keeps_python_memory_flat(tmp_path):
     finally:
         tracemalloc.stop()
     assert sum(len(word) * number for word, number in counts) == path.stat().st_size
-    # One batch (4 MB for one thread) and its chunks, not the 40 MB file.
+    # One batch (1 MB for one thread) and its chunks, not the 40 MB file.
     assert peak < 12 << 20
 
 

@@ -38,10 +38,10 @@ MAGIC = b"PTCOUNTS"
 FORMAT_VERSION = 1
 _PREAMBLE = struct.Struct("<8sII")  # magic, version, header size
 
-#: Documents are handed to the Rust counter in batches of about this many bytes per thread
-#: (several plain-text chunks each, so threads stay busy), up to a cap that bounds memory.
-BATCH_BYTES_PER_THREAD = 4 << 20
-MAX_BATCH_BYTES = 64 << 20
+#: Documents are handed to the Rust counter in batches of about this many bytes per thread (one
+#: plain-text chunk each), up to a cap: the batch in flight is part of the counter's peak memory.
+BATCH_BYTES_PER_THREAD = 1 << 20
+MAX_BATCH_BYTES = 16 << 20
 #: Where `count` runs: in this process, or on a Ray cluster (polytok.distributed).
 ENGINES = ("local", "ray")
 
