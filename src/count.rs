@@ -154,7 +154,7 @@ fn reserve<T>(vec: &mut Vec<T>, more: usize, first: usize) {
 /// The slot of `hash` in a table of `size` slots (from the low 32 bits, as the shard is chosen
 /// by the top ones).
 fn slot_of(hash: u64, size: usize) -> usize {
-    ((hash & 0xffff_ffff) * size as u64 >> 32) as usize
+    (((hash & 0xffff_ffff) * size as u64) >> 32) as usize
 }
 
 /// The distinct pre-tokens of one shard: pre-token `i` is `arena[ends[i - 1]..ends[i]]` (from 0
