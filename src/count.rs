@@ -299,6 +299,31 @@ impl Counter {
         Ok(())
     }
 
+    /// Adds counted pre-tokens (e.g. another shard's counts), in parallel by shard. Nothing is
+    /// added if they could take the counter past `MAX_DISTINCT` distinct pre-tokens.
+    pub fn add_counts(&mut self, counts: &PreTokenCounts) -> Result<(), TooManyPreTokens> {
+        if self.len() + counts.len() > MAX_DISTINCT {
+            return Err(TooManyPreTokens);
+        }
+        let hashes: Vec<u64> = (0..counts.len())
+            .into_par_iter()
+            .map(|index| hash_bytes(counts.word(index)))
+            .collect();
+        self.shards
+            .par_iter_mut()
+            .enumerate()
+            .for_each(|(index, shard)| {
+                for (word, &hash) in hashes.iter().enumerate() {
+                    if shard_of(hash) == index {
+                        shard.add(hash, counts.word(word), counts.counts[word]);
+                    }
+                }
+            });
+        drop(hashes);
+        release_freed_memory();
+        Ok(())
+    }
+
     /// The counts so far, sorted bytewise; the counter's arrays become the result's.
     pub fn into_sorted(self) -> SortedCounts {
         let words = self.len();
@@ -569,6 +594,7 @@ pub fn merge_sorted_into(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pretokenize::Preset;
 
     /// Sorted counts as flat arrays: `data` holds them back to back, `offsets` their bounds.
     struct FlatCounts {
@@ -653,8 +679,9 @@ mod tests {
             .build()
             .unwrap();
         pool.install(|| {
-            let mut counter =
-                Counter::new(PreTokenizer::new(Some("cl100k"), vec![b"<|s|>".to_vec()]).unwrap());
+            let mut counter = Counter::new(
+                PreTokenizer::new(Some(Preset::Cl100k.pattern()), vec![b"<|s|>".to_vec()]).unwrap(),
+            );
             for batch in documents.chunks(2) {
                 counter.add(batch).unwrap();
             }
@@ -672,7 +699,8 @@ mod tests {
             .collect();
         let documents: Vec<&[u8]> = documents.iter().map(Vec::as_slice).collect();
         let mut expected: std::collections::BTreeMap<Vec<u8>, u64> = Default::default();
-        let pretokenizer = PreTokenizer::new(Some("cl100k"), vec![b"<|s|>".to_vec()]).unwrap();
+        let pretokenizer =
+            PreTokenizer::new(Some(Preset::Cl100k.pattern()), vec![b"<|s|>".to_vec()]).unwrap();
         for document in &documents {
             pretokenizer.for_each_segment(document, |segment| {
                 if let Segment::Text(text) = segment {
@@ -706,5 +734,22 @@ mod tests {
         assert!(shard.slots.len() >= 5000 * 4 / 3);
         assert!(shard.counts.iter().all(|&count| count == 6));
         assert_eq!(shard.word(1234), b"1234");
+    }
+
+    #[test]
+    fn added_counts_sum_with_counted_documents() {
+        let mut counter = Counter::new(PreTokenizer::new(Some(r" ?[a-z]+"), Vec::new()).unwrap());
+        counter.add(&[b"a b a".as_slice()]).unwrap();
+        let other = PreTokenCounts::new(b" a c", &[0, 2, 4], &[5, 1 << 40]).unwrap();
+        counter.add_counts(&other).unwrap();
+        let flat = into_flat(counter.into_sorted());
+        assert_eq!(flat.data, b" a b ca".to_vec());
+        assert_eq!(flat.offsets, vec![0, 2, 4, 6, 7]);
+        assert_eq!(flat.counts, vec![6, 1, 1 << 40, 1]);
+        assert_eq!(
+            into_flat(Counter::new(PreTokenizer::new(None, Vec::new()).unwrap()).into_sorted())
+                .offsets,
+            vec![0]
+        );
     }
 }

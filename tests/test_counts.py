@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import gzip
 import json
+import pickle
 import re
 import struct
 from pathlib import Path
@@ -159,6 +160,12 @@ def test_shards_add_up_to_the_whole(documents, cuts):
     whole = polytok.count(polytok.texts(documents), "gpt2", progress=False)
     total = sum(shards)
     assert total.to_dict() == whole.to_dict()
+    # The Ray driver's way: every shard added into one counter.
+    counter = polytok._core.WordCounter(whole.pattern, [], 2)
+    for shard in shards:
+        counter.add_counts((shard.data, shard.offsets, shard.counts))
+    data, offsets, counts = counter.finish()
+    assert data == whole.data and np.array_equal(offsets, whole.offsets) and np.array_equal(counts, whole.counts)
     assert total.data == whole.data and np.array_equal(total.offsets, whole.offsets)
     assert total.pattern == whole.pattern
 
@@ -170,6 +177,19 @@ def test_counts_are_64_bit_through_add_save_and_load(tmp_path):
     assert doubled.total == 2**63 + 6
     doubled.save(tmp_path / "big.ptc")
     assert PreTokenCounts.load(tmp_path / "big.ptc").to_dict() == {b"a": 2**63, b"b": 6}
+
+
+@pytest.mark.parametrize("protocol", range(2, pickle.HIGHEST_PROTOCOL + 1))
+def test_counts_pickle_whole_and_with_out_of_band_buffers(protocol):
+    counts = polytok.count(polytok.texts(["a pickled count, a count"]), "gpt2", progress=False)
+    buffers: list = []
+    pickled = pickle.dumps(counts, protocol, buffer_callback=buffers.append if protocol >= 5 else None)
+    # Under protocol 5 the data and both arrays travel out of band, as Ray's object store takes them.
+    assert len(buffers) == (3 if protocol >= 5 else 0)
+    loaded = pickle.loads(pickled, buffers=buffers)
+    assert isinstance(loaded.data, bytes) and loaded.data == counts.data
+    assert loaded.to_dict() == counts.to_dict() and loaded.pattern == counts.pattern
+    assert pickle.loads(pickle.dumps(counts, protocol)).to_dict() == counts.to_dict()
 
 
 def test_adding_counts_of_different_patterns_is_refused():

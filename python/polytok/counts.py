@@ -20,6 +20,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pickle
 import struct
 import warnings
 from pathlib import Path
@@ -56,6 +57,12 @@ class PreTokenCounts:
         self.offsets = np.asarray(offsets, dtype=np.int64)
         self.counts = np.asarray(counts, dtype=np.uint64)
         self.pattern = pattern
+
+    def __reduce_ex__(self, protocol: int) -> tuple:
+        """Under pickle protocol 5 the data goes out of band, as the arrays do, so that Ray puts
+        a shard's counts in its object store without a copy of them in the worker."""
+        data = pickle.PickleBuffer(self.data) if protocol >= 5 else self.data
+        return _unpickle, (data, self.offsets, self.counts, self.pattern)
 
     @classmethod
     def from_dict(cls, counts: Mapping[bytes, int], pattern: str | None = None) -> "PreTokenCounts":
@@ -151,6 +158,11 @@ class PreTokenCounts:
         if np.any(counts == 0):
             raise FormatError(f"{name}: a count is zero; every stored pre-token occurs at least once")
         return cls(raw[expected - data_bytes :], offsets, counts, header["pattern"])
+
+
+def _unpickle(data: Any, offsets: np.ndarray, counts: np.ndarray, pattern: str | None) -> PreTokenCounts:
+    """A pickled PreTokenCounts (`data` comes back as a buffer when it went out of band)."""
+    return PreTokenCounts(data if isinstance(data, bytes) else bytes(data), offsets, counts, pattern)
 
 
 def _parse_header(name: str, header_bytes: bytes, header_size: int) -> dict:

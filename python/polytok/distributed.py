@@ -1,6 +1,7 @@
 """Counting on a Ray cluster: the corpus files are cut into shards, each Ray task counts one
-shard with the Rust core (`polytok.count` on its documents), and a tree of tasks adds the counts
-as they come in (see `_count_and_add`), so that memory is bounded by the counts, not the corpus.
+shard with the Rust core (`polytok.count` on its documents), and this process adds each shard's
+counts into one Rust counter as they come in (see `_count_and_add`), so that memory is bounded by
+the counts, not the corpus.
 
 A shard is a list of spans: whole files, or parts of a large plain-text file cut where the corpus
 reader would cut a document (`polytok.corpus.next_cut`), so the spans of a file hold exactly its
@@ -139,11 +140,10 @@ def count_on_ray(
                 "a task could never be placed"
             )
         count_shard = ray.remote(_count_shard).options(num_cpus=threads, num_returns=2, max_retries=retries)
-        add = ray.remote(_add).options(max_retries=retries)
         arguments = (polytok.__version__, regex, special_tokens, threads, options)
         window = IN_FLIGHT_PER_CPU * max(1, cpus // threads)
         with progress_bar(progress, desc="counting", unit="B", unit_scale=True, total=total) as bar:
-            counts, documents, non_empty = _count_and_add(ray, count_shard, add, shards, arguments, window, retries, bar)
+            counts, documents, non_empty = _count_and_add(ray, count_shard, shards, arguments, window, retries, bar)
     if counts is None:
         raise nothing_counted(source, documents, non_empty)
     return counts
@@ -158,19 +158,21 @@ def _file_size(path: Path) -> int:
 
 
 def _count_and_add(
-    ray: Any, count_shard: Any, add: Any, shards: list[list[Span]], arguments: tuple, window: int, retries: int, bar: Any
+    ray: Any, count_shard: Any, shards: list[list[Span]], arguments: tuple, window: int, retries: int, bar: Any
 ) -> tuple[PreTokenCounts | None, int, int]:
     """The sum of the shards' counts, with their documents and non-empty documents.
 
-    At most `window` shards are counted at a time, and their counts are added as they come in, in
-    a tree whose levels are those of a binary counter: two sums of 2^k shards make one of 2^(k+1).
-    So the cluster holds the counts of at most `window` shards and one partial sum per level, not
-    of every shard, whatever the corpus size; the sum is exact in any order.
+    At most `window` shards are counted at a time. Each shard's counts are fetched as soon as
+    they are done and added into one Rust counter here (`WordCounter.add_counts`), then dropped:
+    the cluster holds the counts of at most `window` shards and this process one running sum,
+    whatever the corpus size. The sum is exact in any order.
     """
+    _, regex, special_tokens, _, _ = arguments
+    counter, _ = make_counter(regex, special_tokens, None)
     waiting = iter(shards)
     counting: dict[Any, tuple[list[Span], Any]] = {}  # summary reference -> (shard, counts reference)
-    sums: list[tuple[int, Any]] = []  # (level, reference to the sum of 2^level shards), levels falling
     documents = non_empty = 0
+    added = False
 
     def start_next() -> None:
         shard = next(waiting, None)
@@ -183,32 +185,27 @@ def _count_and_add(
             start_next()
         while counting:
             (done,), _ = ray.wait(list(counting), num_returns=1)
-            shard, counts = counting.pop(done)
-            shard_documents, shard_non_empty = get_result(ray, done, "counting " + ", ".join(map(str, shard)), retries)
+            shard, reference = counting.pop(done)
+            what = "counting " + ", ".join(map(str, shard))
+            shard_documents, shard_non_empty = get_result(ray, done, what, retries)
             documents += shard_documents
             non_empty += shard_non_empty
             start_next()
-            level = 0
-            while sums and sums[-1][0] == level:
-                counts = add.remote(sums.pop()[1], counts)
-                level += 1
-            sums.append((level, counts))
+            counts = get_result(ray, reference, what, retries)
+            del reference  # the cluster may free the shard's counts now
+            if counts is not None:
+                counter.add_counts((counts.data, counts.offsets, counts.counts))
+                added = True
+            del counts
             bar.update(sum(span.size for span in shard))
-        total = None
-        for _, partial in reversed(sums):
-            total = partial if total is None else add.remote(partial, total)
-        return get_result(ray, total, "adding the counts of the shards", retries), documents, non_empty
     except BaseException:
         for summary in counting:
             ray.cancel(summary, force=True)
         raise
-
-
-def _add(left: PreTokenCounts | None, right: PreTokenCounts | None) -> PreTokenCounts | None:
-    """The sum of two shards' counts (None: a shard that held nothing to count)."""
-    if left is None or right is None:
-        return right if left is None else left
-    return left + right
+    if not added:
+        return None, documents, non_empty
+    data, offsets, counts = counter.finish()
+    return PreTokenCounts(data, offsets, counts, regex), documents, non_empty
 
 
 def get_result(ray: Any, reference: Any, what: str, retries: int) -> Any:

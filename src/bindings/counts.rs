@@ -194,10 +194,19 @@ impl PyCounter {
             .sum();
         let pool = self.pool.as_deref();
         let counter = self.counter.as_mut().ok_or_else(finished)?;
-        py.detach(|| run_on(pool, || counter.add(&documents))).map_err(|_| {
-            PyMemoryError::new_err(format!("more than {MAX_DISTINCT} distinct pre-tokens; a counter holds at most that many"))
-        })?;
+        py.detach(|| run_on(pool, || counter.add(&documents)))
+            .map_err(|_| too_many())?;
         Ok(size)
+    }
+
+    /// Adds counts (data, offsets int64, counts uint64), e.g. another shard's, with the GIL released.
+    fn add_counts(&mut self, py: Python<'_>, counts: CountsFromPython<'_>) -> PyResult<()> {
+        let (data, offsets, counts) = &counts;
+        let view = counts_view(data, offsets, counts)?;
+        let pool = self.pool.as_deref();
+        let counter = self.counter.as_mut().ok_or_else(finished)?;
+        py.detach(|| run_on(pool, || counter.add_counts(&view)))
+            .map_err(|_| too_many())
     }
 
     /// The number of distinct pre-tokens counted so far.
@@ -218,6 +227,13 @@ impl PyCounter {
         let (offsets, counts) = py.detach(|| sorted.into_offsets_and_counts());
         Ok((data, offsets.into_pyarray(py), counts.into_pyarray(py)))
     }
+}
+
+/// The error for a counter that would hold more than `MAX_DISTINCT` pre-tokens.
+fn too_many() -> PyErr {
+    PyMemoryError::new_err(format!(
+        "more than {MAX_DISTINCT} distinct pre-tokens; a counter holds at most that many"
+    ))
 }
 
 /// The error for a counter used after `finish`.
