@@ -164,7 +164,8 @@ def child(mode: str, files: list[str], pattern: str, output: str) -> dict:
     counts.save(output)
     report["unique"] = len(counts)
     report["counts_mb"] = os.path.getsize(output) / 1e6
-    report["sha256"] = hashlib.sha256(Path(output).read_bytes()).hexdigest()
+    with open(output, "rb") as saved:  # streamed: reading the file whole would add to the peak
+        report["sha256"] = hashlib.file_digest(saved, "sha256").hexdigest()
     return report
 
 

@@ -3,9 +3,9 @@ shard with the Rust core (`polytok.count` on its documents), and this process ad
 counts into one Rust counter as they come in (see `_count_and_add`), so that memory is bounded by
 the counts, not the corpus.
 
-A shard is a list of spans: whole files, or parts of a large plain-text file cut where the corpus
-reader would cut a document (`polytok.corpus.next_cut`), so the spans of a file hold exactly its
-pre-tokens. Counts add exactly (`PreTokenCounts.__add__`), so the result is byte-identical to the
+A shard is a list of spans: whole files, or parts of a large file: of plain text, cut where the
+corpus reader would cut a document (`polytok.corpus.next_cut`); of .jsonl, between lines; of
+.parquet, between row groups. So the spans of a file hold exactly its pre-tokens. Counts add exactly (`PreTokenCounts.__add__`), so the result is byte-identical to the
 local count whatever the number of workers, shards or retries.
 
 The driver (this process) lists the files and finds the cuts; every node reads the files at the
@@ -47,7 +47,8 @@ CONNECT_TIMEOUT_SECONDS = 10
 
 @dataclass(frozen=True)
 class Span:
-    """Bytes [start, stop) of a file, or the whole file (stop None); `size` is its length on disk."""
+    """Bytes [start, stop) of a file (row groups [start, stop) of a Parquet file), or the whole
+    file (stop None); `size` is its length on disk."""
 
     path: str
     start: int
@@ -55,7 +56,10 @@ class Span:
     size: int
 
     def __str__(self) -> str:
-        return self.path if self.stop is None else f"{self.path} bytes {self.start}..{self.stop}"
+        if self.stop is None:
+            return self.path
+        unit = "row groups" if corpus.file_format(Path(self.path)) == "parquet" else "bytes"
+        return f"{self.path} {unit} {self.start}..{self.stop}"
 
 
 def corpus_files(source: Source) -> list[Path]:
@@ -72,20 +76,14 @@ def corpus_files(source: Source) -> list[Path]:
 
 
 def plan_shards(files: list[Path], shard_bytes: int) -> list[list[Span]]:
-    """The files as shards of about `shard_bytes` each: small files grouped, plain-text files
-    larger than that cut into spans at safe cuts (compressed, .jsonl and .parquet files stay whole)."""
+    """The files as shards of about `shard_bytes` each: small files grouped, larger files cut into
+    spans: plain text at safe cuts, .jsonl between lines, .parquet between row groups (compressed
+    files stay whole)."""
     spans: list[Span] = []
     for path in files:
         size = _file_size(path)
-        if size <= shard_bytes or not corpus.is_splittable(path):
-            spans.append(Span(str(path), 0, None, size))
-            continue
-        start = 0
-        while start < size:
-            cut = corpus.next_cut(path, start + shard_bytes) if start + shard_bytes < size else None
-            stop = size if cut is None or cut >= size else cut
-            spans.append(Span(str(path), start, stop, stop - start))
-            start = stop
+        parts = _file_spans(path, size, shard_bytes) if size > shard_bytes and corpus.is_splittable(path) else []
+        spans += parts if len(parts) > 1 else [Span(str(path), 0, None, size)]
     shards: list[list[Span]] = []
     filled = 0
     for span in spans:
@@ -95,6 +93,28 @@ def plan_shards(files: list[Path], shard_bytes: int) -> list[list[Span]]:
         shards[-1].append(span)
         filled += span.size
     return shards
+
+
+def _file_spans(path: Path, size: int, shard_bytes: int) -> list[Span]:
+    """The spans of about `shard_bytes` of one uncompressed file of `size` bytes."""
+    spans: list[Span] = []
+    if corpus.file_format(path) == "parquet":
+        first = filled = 0
+        groups = corpus.parquet_row_group_sizes(path)
+        for index, group in enumerate(groups):
+            filled += group
+            if filled >= shard_bytes or index == len(groups) - 1:
+                spans.append(Span(str(path), first, index + 1, filled))
+                first, filled = index + 1, 0
+        return spans
+    next_cut = corpus.next_line_start if corpus.file_format(path) == "jsonl" else corpus.next_cut
+    start = 0
+    while start < size:
+        cut = next_cut(path, start + shard_bytes) if start + shard_bytes < size else None
+        stop = size if cut is None or cut >= size else cut
+        spans.append(Span(str(path), start, stop, stop - start))
+        start = stop
+    return spans
 
 
 def shard_size(total_bytes: int, cpus: int) -> int:
@@ -260,9 +280,14 @@ def _count_shard(
 
 def _span_documents(span: Span, options: dict[str, str]) -> Iterator[str | bytes]:
     """The documents of one span, read by the corpus reader."""
+    path = Path(span.path)
     if span.stop is None:
-        return corpus.read_file(Path(span.path), **options)
-    return corpus.read_text_span(Path(span.path), span.start, span.stop, options["errors"])
+        return corpus.read_file(path, **options)
+    if corpus.file_format(path) == "parquet":
+        return corpus.read_parquet_row_groups(path, span.start, span.stop, options["text_column"], options["errors"])
+    if corpus.file_format(path) == "jsonl":
+        return corpus.read_jsonl_span(path, span.start, span.stop, options["text_field"], options["errors"])
+    return corpus.read_text_span(path, span.start, span.stop, options["errors"])
 
 
 @contextlib.contextmanager
