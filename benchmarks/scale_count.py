@@ -14,7 +14,7 @@ Each contender runs in a fresh Python process. Peak memory is what the count add
 local count, the process's peak resident size less its size before the count; for Ray, the peak
 of the summed proportional set size (PSS, which splits shared pages such as Ray's object store
 fairly) of the driver and every process Ray started, sampled every 0.1 s, less what they held
-idle before the count ("idle MB"); "largest MB" is the largest single process's peak PSS, "most
+idle before the count, each worker with polytok imported ("idle MB"); "largest MB" is the largest single process's peak PSS, "most
 added" the most one process added above its own idle PSS (all of it for a process that started
 during the count), "driver" what the driver process added. MB are 10^6 bytes. Ray's start-up
 time is reported apart from the count.
@@ -120,6 +120,14 @@ class Sampler(threading.Thread):
             self.sample()
 
 
+def _import_polytok() -> None:
+    """A Ray task that loads polytok and its Rust core into its worker (and holds the CPU a while,
+    so that each worker gets one)."""
+    import polytok.counts  # noqa: F401
+
+    time.sleep(1)
+
+
 def child(mode: str, files: list[str], pattern: str, output: str) -> dict:
     """Counts `files` (mode "local", or "ray-N": N worker CPUs) and saves the counts to `output`."""
     import polytok
@@ -141,6 +149,9 @@ def child(mode: str, files: list[str], pattern: str, output: str) -> dict:
         ray.init(num_cpus=int(mode.split("-")[1]), include_dashboard=False, logging_level=logging.ERROR,
                  log_to_driver=False)
         report["startup_seconds"] = time.perf_counter() - started
+        # Every worker imports polytok before the idle sample, as the local count's baseline is
+        # taken after `import polytok`: "added" is then what counting added.
+        ray.get([ray.remote(_import_polytok).remote() for _ in range(int(mode.split("-")[1]))])
         time.sleep(1)  # let Ray's own processes settle before the idle sample
         sampler = Sampler()
         idle = sampler.sample()
