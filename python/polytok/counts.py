@@ -23,7 +23,6 @@ import os
 import pickle
 import struct
 import warnings
-from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 import numpy as np
@@ -131,33 +130,50 @@ class PreTokenCounts:
         """Read a counts file; FormatError names what is wrong with a truncated or edited one."""
         name = repr(os.fspath(path))
         try:
-            raw = Path(path).read_bytes()
+            with open(path, "rb") as stream:
+                offsets, counts, data, pattern = _read_counts(name, stream)
         except OSError as error:
             raise FormatError(f"cannot read counts file {name}: {error.strerror}") from None
-        if len(raw) < _PREAMBLE.size or raw[:8] != MAGIC:
-            raise FormatError(f"{name} is not a polytok counts file (it does not start with {MAGIC!r})")
-        _, version, header_size = _PREAMBLE.unpack_from(raw)
-        if version != FORMAT_VERSION:
-            raise FormatError(f"{name}: counts format version {version}; this polytok reads version {FORMAT_VERSION}")
-        header = _parse_header(name, raw[_PREAMBLE.size : _PREAMBLE.size + header_size], header_size)
-        size, data_bytes = header["words"], header["data_bytes"]
-        start = _PREAMBLE.size + header_size
-        expected = start + 8 * (size + 1) + 8 * size + data_bytes
-        if len(raw) != expected:
-            state = "truncated" if len(raw) < expected else "too long"
-            raise FormatError(
-                f"{name} is {state}: {len(raw)} bytes, but its header ({size} pre-tokens, {data_bytes} data bytes) "
-                f"makes it {expected}"
-            )
-        if hashlib.sha256(memoryview(raw)[start:]).hexdigest() != header["sha256"]:
-            raise FormatError(f"{name}: the checksum does not match the content; the file was edited or corrupted")
-        offsets = np.frombuffer(raw, dtype="<i8", count=size + 1, offset=start).astype(np.int64)
-        counts = np.frombuffer(raw, dtype="<u8", count=size, offset=start + 8 * (size + 1)).astype(np.uint64)
-        if offsets[0] != 0 or offsets[-1] != data_bytes or np.any(np.diff(offsets) <= 0):
+        data_bytes = len(data)
+        if offsets[0] != 0 or offsets[-1] != data_bytes or (offsets[1:] <= offsets[:-1]).any():
             raise FormatError(f"{name}: offsets must rise strictly from 0 to the data size {data_bytes}")
-        if np.any(counts == 0):
+        if (counts == 0).any():
             raise FormatError(f"{name}: a count is zero; every stored pre-token occurs at least once")
-        return cls(raw[expected - data_bytes :], offsets, counts, header["pattern"])
+        return cls(data, offsets, counts, pattern)
+
+
+def _read_counts(name: str, stream: Any) -> tuple[np.ndarray, np.ndarray, bytes, str | None]:
+    """The offsets, counts, data and pattern of an open counts file, read straight into the arrays
+    and the data (the file is never held whole besides them), its size and checksum checked."""
+    total = os.fstat(stream.fileno()).st_size
+    preamble = stream.read(_PREAMBLE.size)
+    if len(preamble) < _PREAMBLE.size or preamble[:8] != MAGIC:
+        raise FormatError(f"{name} is not a polytok counts file (it does not start with {MAGIC!r})")
+    _, version, header_size = _PREAMBLE.unpack(preamble)
+    if version != FORMAT_VERSION:
+        raise FormatError(f"{name}: counts format version {version}; this polytok reads version {FORMAT_VERSION}")
+    header = _parse_header(name, stream.read(header_size), header_size)
+    size, data_bytes = header["words"], header["data_bytes"]
+    expected = _PREAMBLE.size + header_size + 8 * (size + 1) + 8 * size + data_bytes
+    if total != expected:
+        state = "truncated" if total < expected else "too long"
+        raise FormatError(
+            f"{name} is {state}: {total} bytes, but its header ({size} pre-tokens, {data_bytes} data bytes) "
+            f"makes it {expected}"
+        )
+    offsets, counts = np.empty(size + 1, dtype="<i8"), np.empty(size, dtype="<u8")
+    digest = hashlib.sha256()
+    for part in (offsets, counts):
+        if stream.readinto(part) != part.nbytes:
+            raise FormatError(f"{name} was truncated while it was read")
+        digest.update(part)
+    data = stream.read(data_bytes)
+    digest.update(data)
+    if len(data) != data_bytes:
+        raise FormatError(f"{name} was truncated while it was read")
+    if digest.hexdigest() != header["sha256"]:
+        raise FormatError(f"{name}: the checksum does not match the content; the file was edited or corrupted")
+    return offsets.astype(np.int64, copy=False), counts.astype(np.uint64, copy=False), data, header["pattern"]
 
 
 def _unpickle(data: Any, offsets: np.ndarray, counts: np.ndarray, pattern: str | None) -> PreTokenCounts:
