@@ -249,6 +249,11 @@ def count(
             if not document:
                 continue
             non_empty += 1
+            if isinstance(document, str) and not document.isascii():
+                # Held as str, a batch would take 1, 2 or 4 bytes a character plus the UTF-8 copy
+                # the Rust side reads; its UTF-8 alone is smaller (lone surrogates as the core
+                # passes them).
+                document = document.encode("utf-8", "surrogatepass")
             batch.append(document)
             batch_size += len(document)
             if batch_size >= batch_limit:
