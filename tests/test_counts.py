@@ -143,6 +143,12 @@ def test_the_counter_equals_a_counter_of_the_split_whatever_the_batches_and_thre
     assert np.array_equal(results[1].offsets, results[0].offsets) and np.array_equal(results[1].counts, results[0].counts)
 
 
+def test_a_counter_refuses_to_add_unsorted_counts():
+    counter = polytok._core.WordCounter(None, [], 1)
+    with pytest.raises(ValueError, match=r"added operand: words 0 and 1 are not in strictly increasing byte order"):
+        counter.add_counts((b"ba", np.array([0, 1, 2]), np.array([1, 1], dtype=np.uint64)))
+
+
 def test_a_finished_counter_is_refused():
     counter = polytok._core.WordCounter(None, [], 1)
     counter.add(["text"])

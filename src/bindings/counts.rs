@@ -199,10 +199,10 @@ impl PyCounter {
         Ok(size)
     }
 
-    /// Adds counts (data, offsets int64, counts uint64), e.g. another shard's, with the GIL released.
+    /// Adds sorted counts (data, offsets int64, counts uint64), e.g. another shard's, with the
+    /// GIL released.
     fn add_counts(&mut self, py: Python<'_>, counts: CountsFromPython<'_>) -> PyResult<()> {
-        let (data, offsets, counts) = &counts;
-        let view = counts_view(data, offsets, counts)?;
+        let view = sorted_operand(py, "added", &counts)?;
         let pool = self.pool.as_deref();
         let counter = self.counter.as_mut().ok_or_else(finished)?;
         py.detach(|| run_on(pool, || counter.add_counts(&view)))
