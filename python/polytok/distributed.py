@@ -5,8 +5,9 @@ the counts, not the corpus.
 
 A shard is a list of spans: whole files, or parts of a large file: of plain text, cut where the
 corpus reader would cut a document (`polytok.corpus.next_cut`); of .jsonl, between lines; of
-.parquet, between row groups. So the spans of a file hold exactly its pre-tokens. Counts add exactly (`PreTokenCounts.__add__`), so the result is byte-identical to the
-local count whatever the number of workers, shards or retries.
+.parquet, between row groups. So the spans of a file hold exactly its pre-tokens. Counts add
+exactly, so the result is byte-identical to the local count whatever the number of workers, shards
+or retries.
 
 The driver (this process) lists the files and finds the cuts; every node reads the files at the
 same path, so they must be on storage that every node sees. A task whose worker dies is retried
