@@ -14,8 +14,10 @@ Each contender runs in a fresh Python process. Peak memory is what the count add
 local count, the process's peak resident size less its size before the count; for Ray, the peak
 of the summed proportional set size (PSS, which splits shared pages such as Ray's object store
 fairly) of the driver and every process Ray started, sampled every 0.1 s, less what they held
-idle before the count ("idle MB"); "largest MB" is the largest single process's peak PSS. Ray's
-start-up time is reported apart from the count.
+idle before the count, each worker with polytok imported ("idle MB"); "largest MB" is the largest single process's peak PSS, "most
+added" the most one process added above its own idle PSS (all of it for a process that started
+during the count), "driver" what the driver process added. MB are 10^6 bytes. Ray's start-up
+time is reported apart from the count.
 """
 from __future__ import annotations
 
@@ -34,6 +36,8 @@ from pathlib import Path
 from bench_count import build_mix, data_directory  # the same ../shared/data mix
 
 DOCUMENT_SEPARATOR = b"\n\f\n"
+#: Memory is reported in MB of 10^6 bytes, as the counts file is; /proc and wait4 give KiB.
+KB_PER_MB = 1e6 / 1024
 
 
 def build_shuffled(files: list[Path], path: Path) -> None:
@@ -116,13 +120,21 @@ class Sampler(threading.Thread):
             self.sample()
 
 
+def _import_polytok() -> None:
+    """A Ray task that loads polytok and its Rust core into its worker (and holds the CPU a while,
+    so that each worker gets one)."""
+    import polytok.counts  # noqa: F401
+
+    time.sleep(1)
+
+
 def child(mode: str, files: list[str], pattern: str, output: str) -> dict:
     """Counts `files` (mode "local", or "ray-N": N worker CPUs) and saves the counts to `output`."""
     import polytok
 
     report: dict = {}
     if mode == "local":
-        report["baseline_mb"] = resident_kilobytes() / 1024
+        report["baseline_mb"] = resident_kilobytes() / KB_PER_MB
         started = time.perf_counter()
         counts = polytok.count(files, pattern, progress=False)
         report["seconds"] = time.perf_counter() - started
@@ -137,9 +149,13 @@ def child(mode: str, files: list[str], pattern: str, output: str) -> dict:
         ray.init(num_cpus=int(mode.split("-")[1]), include_dashboard=False, logging_level=logging.ERROR,
                  log_to_driver=False)
         report["startup_seconds"] = time.perf_counter() - started
+        # Every worker imports polytok before the idle sample, as the local count's baseline is
+        # taken after `import polytok`: "added" is then what counting added.
+        ray.get([ray.remote(_import_polytok).remote() for _ in range(int(mode.split("-")[1]))])
         time.sleep(1)  # let Ray's own processes settle before the idle sample
         sampler = Sampler()
         idle = sampler.sample()
+        idle_by_process = dict(sampler.peaks)
         sampler.peak_total, sampler.peaks = 0, {}
         sampler.start()
         started = time.perf_counter()
@@ -148,14 +164,19 @@ def child(mode: str, files: list[str], pattern: str, output: str) -> dict:
         sampler.stopped.set()
         sampler.join()
         workers = [peak for pid, peak in sampler.peaks.items() if pid != os.getpid()]
-        report["idle_mb"] = idle / 1024
-        report["peak_added_mb"] = (sampler.peak_total - idle) / 1024
-        report["largest_process_mb"] = max(workers, default=0) / 1024
+        report["idle_mb"] = idle / KB_PER_MB
+        report["peak_added_mb"] = (sampler.peak_total - idle) / KB_PER_MB
+        report["largest_process_mb"] = max(workers, default=0) / KB_PER_MB
+        # What each process added above its own idle size (a process started during the count: all of it).
+        added = {pid: peak - idle_by_process.get(pid, 0) for pid, peak in sampler.peaks.items()}
+        report["largest_added_mb"] = max(added.values(), default=0) / KB_PER_MB
+        report["driver_added_mb"] = added.get(os.getpid(), 0) / KB_PER_MB
         ray.shutdown()
     counts.save(output)
     report["unique"] = len(counts)
     report["counts_mb"] = os.path.getsize(output) / 1e6
-    report["sha256"] = hashlib.sha256(Path(output).read_bytes()).hexdigest()
+    with open(output, "rb") as saved:  # streamed: reading the file whole would add to the peak
+        report["sha256"] = hashlib.file_digest(saved, "sha256").hexdigest()
     return report
 
 
@@ -195,14 +216,19 @@ def main() -> None:
         for mode in modes:
             reports[mode] = measured(mode, files, arguments.pattern)
         local = reports["local"]
-        print(f"{'':26} {'wall s':>7} {'MB/s':>7} {'start s':>8} {'peak MB':>8} {'largest MB':>10} {'idle MB':>8} {'wall / local':>12}")
+        print(f"{'':26} {'wall s':>7} {'MB/s':>7} {'start s':>8} {'peak MB':>8} {'largest MB':>10} "
+              f"{'most added':>10} {'driver':>7} {'idle MB':>8} {'wall / local':>12}")
         for mode, report in reports.items():
             name = "polytok.count (local)" if mode == "local" else f"Ray, {mode.split('-')[1]} worker(s)"
             peak = report["peak_added_mb"]
             print(f"{name:26} {report['seconds']:7.2f} {size_mb / report['seconds']:7.1f} "
                   f"{report.get('startup_seconds', 0):8.2f} {peak:8.0f} {report.get('largest_process_mb', peak):10.0f} "
+                  f"{report.get('largest_added_mb', peak):10.0f} {report.get('driver_added_mb', peak):7.0f} "
                   f"{report.get('idle_mb', 0):8.0f} {report['seconds'] / local['seconds']:12.2f}")
         identical = len({report["sha256"] for report in reports.values()}) == 1
+        for mode, report in reports.items():
+            print(f"{mode}: peak / counts file {report['peak_added_mb'] / local['counts_mb']:.2f}, most added by one "
+                  f"process / counts file {report.get('largest_added_mb', report['peak_added_mb']) / local['counts_mb']:.2f}")
         print(f"{local['unique']:,} unique pre-tokens; counts file {local['counts_mb']:.1f} MB; saved counts "
               f"{'byte-identical' if identical else 'DIFFER'}; load average {os.getloadavg()[0]:.1f} after")
     finally:
@@ -222,7 +248,7 @@ def measured(mode: str, files: list[str], pattern: str) -> dict:
             raise SystemExit(f"{mode} failed with status {status}")
         report = json.loads(stdout)
     if mode == "local":
-        report["peak_added_mb"] = usage.ru_maxrss / 1024 - report["baseline_mb"]
+        report["peak_added_mb"] = usage.ru_maxrss / KB_PER_MB - report["baseline_mb"]
     return report
 
 

@@ -1,129 +1,448 @@
-//! Counting pre-tokens: the unique pre-tokens of a corpus with their 64-bit counts.
+//! Counting pre-tokens: the unique pre-tokens of a corpus with their 64-bit counts, in memory
+//! close to the size of the result.
 //!
-//! A batch of documents is counted in parallel with rayon: each worker fills a hash map whose
-//! keys borrow the documents' bytes (no allocation per occurrence), the maps are merged pairwise,
-//! and only words never seen before are copied into the counter's own map. Counts are exact sums,
-//! so the sorted result does not depend on the number of threads or on how work was split.
+//! The counter is split into `SHARDS` shards by the hash of a pre-token, so each distinct
+//! pre-token lives in exactly one shard and the threads fill disjoint shards. A shard holds every
+//! distinct pre-token once, back to back in one byte arena, with their end offsets and counts in
+//! parallel arrays, and an open-addressing table of `u32` indices into them: 16 bytes of offset
+//! and count and 5 to 11 bytes of table per distinct pre-token besides its bytes, and no
+//! allocation per pre-token.
+//!
+//! A batch of documents is counted in two parallel steps: each thread counts a group of the
+//! documents into small maps (one per shard) whose keys borrow the documents' bytes, then each
+//! thread adds those maps' entries into the shards it owns. `into_sorted` moves the shards into
+//! one arena and one pair of arrays, freeing each shard as it goes, and sorts an index of the
+//! pre-tokens; the sorted data is then written straight into its destination, and the end offsets
+//! and counts are permuted in place into the result's offsets and counts, so the counts are never
+//! held twice. Counts are exact sums and the result is sorted bytewise, so it does not depend on
+//! the number of threads or on the batches.
+use std::collections::HashMap;
+use std::hash::{BuildHasherDefault, Hash, Hasher};
+
 use rayon::prelude::*;
-use rustc_hash::FxHashMap;
+use rustc_hash::FxHasher;
 
 use crate::pretokenize::{PreTokenizer, Segment};
 
-/// Pre-token counts whose keys borrow the documents of one batch.
-type BorrowedCounts<'a> = FxHashMap<&'a [u8], u64>;
+/// The counter's shards: the top `SHARD_BITS` bits of a pre-token's hash pick its shard.
+const SHARD_BITS: u32 = 5;
+const SHARDS: usize = 1 << SHARD_BITS;
+/// An empty slot of a shard's table.
+const EMPTY: u32 = u32::MAX;
+/// The most distinct pre-tokens a counter holds (indices are `u32`, and `EMPTY` is not one).
+pub const MAX_DISTINCT: usize = EMPTY as usize - 1;
 
-/// Adds the pre-tokens of `document` to `counts`; special tokens are split out and not counted.
-fn count_document<'a>(
-    pretokenizer: &PreTokenizer,
-    document: &'a [u8],
-    counts: &mut BorrowedCounts<'a>,
-) {
-    pretokenizer.for_each_segment(document, |segment| {
-        if let Segment::Text(text) = segment {
-            pretokenizer.for_each_piece(text, |piece| *counts.entry(piece).or_insert(0) += 1);
-        }
-    });
+/// The 64-bit hash of a pre-token (FxHash of the bytes, then a finaliser that spreads every bit,
+/// as the shard comes from the top bits and the table slot from the bottom ones).
+fn hash_bytes(bytes: &[u8]) -> u64 {
+    let mut hasher = FxHasher::default();
+    hasher.write(bytes);
+    let mut hash = hasher.finish();
+    hash ^= hash >> 33;
+    hash = hash.wrapping_mul(0xff51_afd7_ed55_8ccd);
+    hash ^= hash >> 33;
+    hash = hash.wrapping_mul(0xc4ce_b9fe_1a85_ec53);
+    hash ^ (hash >> 33)
 }
 
-/// Merges two count maps, walking the smaller one.
-fn merge_borrowed<'a>(left: BorrowedCounts<'a>, right: BorrowedCounts<'a>) -> BorrowedCounts<'a> {
-    let (mut larger, smaller) = if left.len() >= right.len() {
-        (left, right)
-    } else {
-        (right, left)
-    };
-    for (word, count) in smaller {
-        *larger.entry(word).or_insert(0) += count;
+fn shard_of(hash: u64) -> usize {
+    (hash >> (64 - SHARD_BITS)) as usize
+}
+
+/// A pre-token of a batch with its hash, computed once per occurrence.
+#[derive(Clone, Copy)]
+struct Piece<'a> {
+    hash: u64,
+    bytes: &'a [u8],
+}
+
+impl PartialEq for Piece<'_> {
+    fn eq(&self, other: &Self) -> bool {
+        self.hash == other.hash && self.bytes == other.bytes
     }
-    larger
 }
 
-/// The pre-token counts of a batch of documents, counted in parallel on the current rayon pool.
-fn count_batch<'a, D: AsRef<[u8]> + Sync>(
+impl Eq for Piece<'_> {}
+
+impl Hash for Piece<'_> {
+    fn hash<H: Hasher>(&self, state: &mut H) {
+        state.write_u64(self.hash);
+    }
+}
+
+/// Hashes a `Piece` to the hash it carries.
+#[derive(Default)]
+struct CarriedHash(u64);
+
+impl Hasher for CarriedHash {
+    fn finish(&self) -> u64 {
+        self.0
+    }
+
+    fn write(&mut self, bytes: &[u8]) {
+        // Only `write_u64` is called (by `Piece::hash`); fold anything else in all the same.
+        for &byte in bytes {
+            self.0 = self.0.rotate_left(8) ^ u64::from(byte);
+        }
+    }
+
+    fn write_u64(&mut self, hash: u64) {
+        self.0 = hash;
+    }
+}
+
+/// The counts of one group of a batch, for one shard.
+type BatchCounts<'a> = HashMap<Piece<'a>, u64, BuildHasherDefault<CarriedHash>>;
+
+/// The counts of a group of documents of one batch, one map per shard.
+fn count_group<'a, D: AsRef<[u8]>>(
     pretokenizer: &PreTokenizer,
     documents: &'a [D],
-) -> BorrowedCounts<'a> {
-    documents
-        .par_iter()
-        .fold(BorrowedCounts::default, |mut counts, document| {
-            count_document(pretokenizer, document.as_ref(), &mut counts);
-            counts
-        })
-        .reduce(BorrowedCounts::default, merge_borrowed)
+) -> Vec<BatchCounts<'a>> {
+    let mut maps: Vec<BatchCounts<'a>> = (0..SHARDS).map(|_| BatchCounts::default()).collect();
+    for document in documents {
+        pretokenizer.for_each_segment(document.as_ref(), |segment| {
+            if let Segment::Text(text) = segment {
+                pretokenizer.for_each_piece(text, |bytes| {
+                    let hash = hash_bytes(bytes);
+                    *maps[shard_of(hash)]
+                        .entry(Piece { hash, bytes })
+                        .or_insert(0) += 1;
+                });
+            }
+        });
+    }
+    maps
 }
 
-/// Words sorted bytewise, flattened: `data` holds them back to back, `offsets` their bounds.
-pub struct FlatCounts {
-    pub data: Vec<u8>,
-    pub offsets: Vec<i64>,
-    pub counts: Vec<u64>,
+/// `documents` cut into about `groups` runs of about equal bytes (fewer if there are fewer
+/// documents), in order.
+fn groups_of<D: AsRef<[u8]>>(documents: &[D], groups: usize) -> Vec<&[D]> {
+    let total: usize = documents
+        .iter()
+        .map(|document| document.as_ref().len())
+        .sum();
+    let target = total.div_ceil(groups.max(1)).max(1);
+    let mut runs = Vec::with_capacity(groups);
+    let (mut start, mut filled) = (0, 0);
+    for (index, document) in documents.iter().enumerate() {
+        filled += document.as_ref().len();
+        if filled >= target {
+            runs.push(&documents[start..=index]);
+            (start, filled) = (index + 1, 0);
+        }
+    }
+    if start < documents.len() {
+        runs.push(&documents[start..]);
+    }
+    runs
 }
 
-impl FlatCounts {
-    fn with_capacity(words: usize, bytes: usize) -> Self {
-        let mut offsets = Vec::with_capacity(words + 1);
-        offsets.push(0);
-        FlatCounts {
-            data: Vec::with_capacity(bytes),
-            offsets,
-            counts: Vec::with_capacity(words),
+/// The smallest table of shard `index` (its arrays start at this many pre-tokens too): the sizes
+/// of the shards are spread over one octave, so that they do not all double in the same batch
+/// (which would hold the old and new arrays of every shard at once).
+fn first_size(index: usize) -> usize {
+    64 + 2 * index
+}
+
+/// Makes room for `more` items in `vec`: at least `first`, else doubling (exactly, so that the
+/// shards' capacities stay spread as `first_size` spreads them).
+fn reserve<T>(vec: &mut Vec<T>, more: usize, first: usize) {
+    if vec.len() + more > vec.capacity() {
+        let wanted = (2 * vec.capacity()).max(first).max(vec.len() + more);
+        vec.reserve_exact(wanted - vec.len());
+    }
+}
+
+/// The slot of `hash` in a table of `size` slots (from the low 32 bits, as the shard is chosen
+/// by the top ones).
+fn slot_of(hash: u64, size: usize) -> usize {
+    (((hash & 0xffff_ffff) * size as u64) >> 32) as usize
+}
+
+/// The distinct pre-tokens of one shard: pre-token `i` is `arena[ends[i - 1]..ends[i]]` (from 0
+/// for the first), seen `counts[i]` times; `slots` is a linear-probing table of their indices.
+struct Shard {
+    first: usize,
+    slots: Vec<u32>,
+    arena: Vec<u8>,
+    ends: Vec<i64>,
+    counts: Vec<u64>,
+}
+
+impl Shard {
+    fn new(index: usize) -> Self {
+        Shard {
+            first: first_size(index),
+            slots: Vec::new(),
+            arena: Vec::new(),
+            ends: Vec::new(),
+            counts: Vec::new(),
         }
     }
 
-    fn push(&mut self, word: &[u8], count: u64) {
-        self.data.extend_from_slice(word);
-        self.offsets.push(self.data.len() as i64);
-        self.counts.push(count);
+    fn word(&self, index: usize) -> &[u8] {
+        let start = if index == 0 {
+            0
+        } else {
+            self.ends[index - 1] as usize
+        };
+        &self.arena[start..self.ends[index] as usize]
+    }
+
+    /// Adds `count` occurrences of the pre-token `bytes` whose hash is `hash`.
+    fn add(&mut self, hash: u64, bytes: &[u8], count: u64) {
+        // At most 3/4 full, so that probe runs stay short.
+        if 4 * (self.counts.len() + 1) > 3 * self.slots.len() {
+            self.grow();
+        }
+        let size = self.slots.len();
+        let mut slot = slot_of(hash, size);
+        loop {
+            let index = self.slots[slot];
+            if index == EMPTY {
+                self.slots[slot] = self.counts.len() as u32;
+                reserve(&mut self.arena, bytes.len(), 8 * self.first);
+                self.arena.extend_from_slice(bytes);
+                reserve(&mut self.ends, 1, self.first);
+                self.ends.push(self.arena.len() as i64);
+                reserve(&mut self.counts, 1, self.first);
+                self.counts.push(count);
+                return;
+            }
+            if self.word(index as usize) == bytes {
+                self.counts[index as usize] += count;
+                return;
+            }
+            slot = if slot + 1 == size { 0 } else { slot + 1 };
+        }
+    }
+
+    /// Doubles the table (from `first` slots) and places every pre-token again.
+    fn grow(&mut self) {
+        let size = (2 * self.slots.len()).max(self.first);
+        // The old table goes first, so that the two are not held together.
+        self.slots = Vec::new();
+        let mut slots = vec![EMPTY; size];
+        for index in 0..self.counts.len() {
+            let mut slot = slot_of(hash_bytes(self.word(index)), size);
+            while slots[slot] != EMPTY {
+                slot = if slot + 1 == size { 0 } else { slot + 1 };
+            }
+            slots[slot] = index as u32;
+        }
+        self.slots = slots;
     }
 }
+
+/// Hands the memory that was freed back to the operating system (glibc keeps freed blocks
+/// inside its heaps, where the peak memory would count them; other allocators return it
+/// themselves).
+fn release_freed_memory() {
+    #[cfg(all(target_os = "linux", target_env = "gnu"))]
+    {
+        extern "C" {
+            fn malloc_trim(pad: usize) -> std::os::raw::c_int;
+        }
+        // SAFETY: malloc_trim only returns free pages of glibc's heaps to the kernel.
+        unsafe {
+            malloc_trim(0);
+        }
+    }
+}
+
+/// The counter had more distinct pre-tokens than `MAX_DISTINCT`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TooManyPreTokens;
 
 /// Accumulates pre-token counts over any number of batches.
 pub struct Counter {
     pretokenizer: PreTokenizer,
-    words: FxHashMap<Box<[u8]>, u64>,
+    shards: Vec<Shard>,
 }
 
 impl Counter {
     pub fn new(pretokenizer: PreTokenizer) -> Self {
         Counter {
             pretokenizer,
-            words: FxHashMap::default(),
+            shards: (0..SHARDS).map(Shard::new).collect(),
         }
     }
 
     /// The number of distinct pre-tokens counted so far.
     pub fn len(&self) -> usize {
-        self.words.len()
+        self.shards.iter().map(|shard| shard.counts.len()).sum()
     }
 
-    /// Counts a batch of documents (in parallel on the current rayon pool).
-    pub fn add<D: AsRef<[u8]> + Sync>(&mut self, documents: &[D]) {
-        let batch = count_batch(&self.pretokenizer, documents);
-        for (word, count) in batch {
-            match self.words.get_mut(word) {
-                Some(total) => *total += count,
-                None => {
-                    self.words.insert(word.into(), count);
+    /// Counts a batch of documents (in parallel on the current rayon pool). Nothing is counted
+    /// if the batch could take the counter past `MAX_DISTINCT` distinct pre-tokens.
+    pub fn add<D: AsRef<[u8]> + Sync>(&mut self, documents: &[D]) -> Result<(), TooManyPreTokens> {
+        let pretokenizer = &self.pretokenizer;
+        let groups = groups_of(documents, rayon::current_num_threads());
+        let batches: Vec<Vec<BatchCounts>> = groups
+            .par_iter()
+            .map(|group| count_group(pretokenizer, group))
+            .collect();
+        let new: usize = batches.iter().flatten().map(HashMap::len).sum();
+        if self.len() + new > MAX_DISTINCT {
+            return Err(TooManyPreTokens);
+        }
+        self.shards
+            .par_iter_mut()
+            .enumerate()
+            .for_each(|(index, shard)| {
+                for batch in &batches {
+                    for (piece, &count) in &batch[index] {
+                        shard.add(piece.hash, piece.bytes, count);
+                    }
                 }
+            });
+        drop(batches);
+        release_freed_memory();
+        Ok(())
+    }
+
+    /// Adds counted pre-tokens (e.g. another shard's counts), in parallel by shard. Nothing is
+    /// added if they could take the counter past `MAX_DISTINCT` distinct pre-tokens.
+    pub fn add_counts(&mut self, counts: &PreTokenCounts) -> Result<(), TooManyPreTokens> {
+        if self.len() + counts.len() > MAX_DISTINCT {
+            return Err(TooManyPreTokens);
+        }
+        let hashes: Vec<u64> = (0..counts.len())
+            .into_par_iter()
+            .map(|index| hash_bytes(counts.word(index)))
+            .collect();
+        self.shards
+            .par_iter_mut()
+            .enumerate()
+            .for_each(|(index, shard)| {
+                for (word, &hash) in hashes.iter().enumerate() {
+                    if shard_of(hash) == index {
+                        shard.add(hash, counts.word(word), counts.counts[word]);
+                    }
+                }
+            });
+        drop(hashes);
+        release_freed_memory();
+        Ok(())
+    }
+
+    /// The counts so far, sorted bytewise; the counter's arrays become the result's.
+    pub fn into_sorted(self) -> SortedCounts {
+        let words = self.len();
+        let bytes = self.shards.iter().map(|shard| shard.arena.len()).sum();
+        // Reserved, not touched: the pages fill as the shards are moved in and freed.
+        let mut arena = Vec::with_capacity(bytes);
+        let mut ends = Vec::with_capacity(words + 1);
+        let mut counts = Vec::with_capacity(words);
+        for shard in self.shards {
+            let base = arena.len() as i64;
+            drop(shard.slots);
+            arena.extend_from_slice(&shard.arena);
+            drop(shard.arena);
+            ends.extend(shard.ends.iter().map(|end| end + base));
+            drop(shard.ends);
+            counts.extend_from_slice(&shard.counts);
+            drop(shard.counts);
+            release_freed_memory();
+        }
+        let mut order: Vec<u32> = (0..words as u32).collect();
+        let word = |index: u32| {
+            let index = index as usize;
+            let start = if index == 0 {
+                0
+            } else {
+                ends[index - 1] as usize
+            };
+            &arena[start..ends[index] as usize]
+        };
+        // Pre-tokens are distinct, so an unstable sort is still deterministic.
+        order.par_sort_unstable_by(|&left, &right| word(left).cmp(word(right)));
+        SortedCounts {
+            arena,
+            ends,
+            counts,
+            order,
+        }
+    }
+}
+
+/// The counter's pre-tokens in their counting order with the order that sorts them: write the
+/// sorted data out (`write_data`), then take the offsets and counts (`into_offsets_and_counts`).
+pub struct SortedCounts {
+    arena: Vec<u8>,
+    ends: Vec<i64>,
+    counts: Vec<u64>,
+    order: Vec<u32>,
+}
+
+impl SortedCounts {
+    /// The bytes of all the pre-tokens together.
+    pub fn data_len(&self) -> usize {
+        self.arena.len()
+    }
+
+    /// Writes the pre-tokens, sorted, back to back into `out` (`data_len` bytes).
+    pub fn write_data(&self, out: &mut [u8]) {
+        let mut position = 0;
+        for &index in &self.order {
+            let index = index as usize;
+            let start = if index == 0 {
+                0
+            } else {
+                self.ends[index - 1] as usize
+            };
+            let word = &self.arena[start..self.ends[index] as usize];
+            out[position..position + word.len()].copy_from_slice(word);
+            position += word.len();
+        }
+    }
+
+    /// The offsets (`len + 1`) and counts of the sorted pre-tokens, made in place from the
+    /// counter's arrays (the data is freed first).
+    pub fn into_offsets_and_counts(self) -> (Vec<i64>, Vec<u64>) {
+        let SortedCounts {
+            arena,
+            mut ends,
+            mut counts,
+            mut order,
+        } = self;
+        drop(arena);
+        release_freed_memory();
+        // The ends become lengths...
+        for index in (1..ends.len()).rev() {
+            ends[index] -= ends[index - 1];
+        }
+        // ...which, with the counts, move to their sorted places: position k takes the entry
+        // order[k], following each cycle of the permutation once (visited places get EMPTY).
+        for start in 0..order.len() {
+            if order[start] == EMPTY {
+                continue;
+            }
+            let (first_length, first_count) = (ends[start], counts[start]);
+            let mut position = start;
+            loop {
+                let next = order[position] as usize;
+                order[position] = EMPTY;
+                if next == start {
+                    ends[position] = first_length;
+                    counts[position] = first_count;
+                    break;
+                }
+                ends[position] = ends[next];
+                counts[position] = counts[next];
+                position = next;
             }
         }
-    }
-
-    /// The counts so far, sorted bytewise.
-    pub fn sorted(&self) -> FlatCounts {
-        let mut entries: Vec<(&[u8], u64)> = self
-            .words
-            .iter()
-            .map(|(word, &count)| (&**word, count))
-            .collect();
-        // Keys are unique, so an unstable sort is still deterministic.
-        entries.par_sort_unstable_by(|left, right| left.0.cmp(right.0));
-        let bytes = entries.iter().map(|(word, _)| word.len()).sum();
-        let mut flat = FlatCounts::with_capacity(entries.len(), bytes);
-        for (word, count) in entries {
-            flat.push(word, count);
+        drop(order);
+        // ...and the sorted lengths become offsets from 0.
+        let mut offset = 0;
+        for length in ends.iter_mut() {
+            offset += *length;
+            *length = offset;
         }
-        flat
+        ends.insert(0, 0);
+        (ends, counts)
     }
 }
 
@@ -215,41 +534,99 @@ impl<'a> PreTokenCounts<'a> {
     }
 }
 
-/// The sum of two sorted count lists, by a linear merge.
-pub fn merge_sorted(left: &PreTokenCounts, right: &PreTokenCounts) -> FlatCounts {
-    let mut merged =
-        FlatCounts::with_capacity(left.len() + right.len(), left.data.len() + right.data.len());
+/// Calls `emit` with each pre-token of the sum of two sorted count lists and its count, in order.
+fn merge_walk(left: &PreTokenCounts, right: &PreTokenCounts, mut emit: impl FnMut(&[u8], u64)) {
     let (mut i, mut j) = (0, 0);
     while i < left.len() && j < right.len() {
         let (a, b) = (left.word(i), right.word(j));
         match a.cmp(b) {
             std::cmp::Ordering::Less => {
-                merged.push(a, left.counts[i]);
+                emit(a, left.counts[i]);
                 i += 1;
             }
             std::cmp::Ordering::Greater => {
-                merged.push(b, right.counts[j]);
+                emit(b, right.counts[j]);
                 j += 1;
             }
             std::cmp::Ordering::Equal => {
-                merged.push(a, left.counts[i] + right.counts[j]);
+                emit(a, left.counts[i] + right.counts[j]);
                 i += 1;
                 j += 1;
             }
         }
     }
     for k in i..left.len() {
-        merged.push(left.word(k), left.counts[k]);
+        emit(left.word(k), left.counts[k]);
     }
     for k in j..right.len() {
-        merged.push(right.word(k), right.counts[k]);
+        emit(right.word(k), right.counts[k]);
     }
-    merged
+}
+
+/// The number of pre-tokens and of data bytes of the sum of two sorted count lists.
+pub fn merged_sizes(left: &PreTokenCounts, right: &PreTokenCounts) -> (usize, usize) {
+    let (mut words, mut bytes) = (0, 0);
+    merge_walk(left, right, |word, _| {
+        words += 1;
+        bytes += word.len();
+    });
+    (words, bytes)
+}
+
+/// The sum of two sorted count lists, by a linear merge: the data is written into `data`
+/// (sized by `merged_sizes`), the offsets and counts are returned.
+pub fn merge_sorted_into(
+    left: &PreTokenCounts,
+    right: &PreTokenCounts,
+    data: &mut [u8],
+) -> (Vec<i64>, Vec<u64>) {
+    let (words, _) = merged_sizes(left, right);
+    let mut offsets = Vec::with_capacity(words + 1);
+    offsets.push(0);
+    let mut counts = Vec::with_capacity(words);
+    let mut position = 0;
+    merge_walk(left, right, |word, count| {
+        data[position..position + word.len()].copy_from_slice(word);
+        position += word.len();
+        offsets.push(position as i64);
+        counts.push(count);
+    });
+    (offsets, counts)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pretokenize::Preset;
+
+    /// Sorted counts as flat arrays: `data` holds them back to back, `offsets` their bounds.
+    struct FlatCounts {
+        data: Vec<u8>,
+        offsets: Vec<i64>,
+        counts: Vec<u64>,
+    }
+
+    fn into_flat(sorted: SortedCounts) -> FlatCounts {
+        let mut data = vec![0; sorted.data_len()];
+        sorted.write_data(&mut data);
+        let (offsets, counts) = sorted.into_offsets_and_counts();
+        FlatCounts {
+            data,
+            offsets,
+            counts,
+        }
+    }
+
+    fn merge_sorted(left: &PreTokenCounts, right: &PreTokenCounts) -> FlatCounts {
+        let (_, bytes) = merged_sizes(left, right);
+        let mut data = vec![0; bytes];
+        let (offsets, counts) = merge_sorted_into(left, right, &mut data);
+        FlatCounts {
+            data,
+            offsets,
+            counts,
+        }
+    }
 
     #[test]
     fn malformed_buffers_name_the_fact() {
@@ -296,6 +673,86 @@ mod tests {
         assert_eq!(
             (merged.data, merged.offsets, merged.counts),
             (b"abc".to_vec(), vec![0, 1, 2, 3], vec![1, 5, 4])
+        );
+    }
+
+    fn counted(documents: &[&[u8]], threads: usize) -> FlatCounts {
+        let pool = rayon::ThreadPoolBuilder::new()
+            .num_threads(threads)
+            .build()
+            .unwrap();
+        pool.install(|| {
+            let mut counter = Counter::new(
+                PreTokenizer::new(Some(Preset::Cl100k.pattern()), vec![b"<|s|>".to_vec()]).unwrap(),
+            );
+            for batch in documents.chunks(2) {
+                counter.add(batch).unwrap();
+            }
+            into_flat(counter.into_sorted())
+        })
+    }
+
+    #[test]
+    fn the_counter_sums_across_batches_and_sorts_whatever_the_threads() {
+        let documents: Vec<Vec<u8>> = (0..40)
+            .map(|i| {
+                format!("the cat {i} sat<|s|> on the mat {} \u{e9}t\u{e9}\n", i % 7).into_bytes()
+            })
+            .chain([b"\xff\xfe the".to_vec(), Vec::new()])
+            .collect();
+        let documents: Vec<&[u8]> = documents.iter().map(Vec::as_slice).collect();
+        let mut expected: std::collections::BTreeMap<Vec<u8>, u64> = Default::default();
+        let pretokenizer =
+            PreTokenizer::new(Some(Preset::Cl100k.pattern()), vec![b"<|s|>".to_vec()]).unwrap();
+        for document in &documents {
+            pretokenizer.for_each_segment(document, |segment| {
+                if let Segment::Text(text) = segment {
+                    pretokenizer.for_each_piece(text, |piece| {
+                        *expected.entry(piece.to_vec()).or_insert(0) += 1
+                    });
+                }
+            });
+        }
+        for threads in [1, 2, 3] {
+            let flat = counted(&documents, threads);
+            let view = PreTokenCounts::new(&flat.data, &flat.offsets, &flat.counts).unwrap();
+            view.check_sorted().unwrap();
+            let got: Vec<(Vec<u8>, u64)> = (0..view.len())
+                .map(|i| (view.word(i).to_vec(), flat.counts[i]))
+                .collect();
+            assert_eq!(got, expected.clone().into_iter().collect::<Vec<_>>());
+        }
+    }
+
+    #[test]
+    fn shard_tables_grow_and_keep_every_pre_token() {
+        let mut shard = Shard::new(3);
+        for round in 0..3u64 {
+            for i in 0..5000u64 {
+                let word = i.to_string().into_bytes();
+                shard.add(hash_bytes(&word), &word, round + 1);
+            }
+        }
+        assert_eq!(shard.counts.len(), 5000);
+        assert!(shard.slots.len() >= 5000 * 4 / 3);
+        assert!(shard.counts.iter().all(|&count| count == 6));
+        assert_eq!(shard.word(1234), b"1234");
+    }
+
+    #[test]
+    fn added_counts_sum_with_counted_documents() {
+        let mut counter = Counter::new(PreTokenizer::new(Some(r" ?[a-z]+"), Vec::new()).unwrap());
+        counter.add(&[b"a b a".as_slice()]).unwrap();
+        let other = PreTokenCounts::new(b" a c", &[0, 2, 4], &[5, 1 << 40]).unwrap();
+        counter.add_counts(&other).unwrap();
+        let flat = into_flat(counter.into_sorted());
+        assert_eq!(flat.data, b" a b ca".to_vec());
+        assert_eq!(flat.offsets, vec![0, 2, 4, 6, 7]);
+        assert_eq!(flat.counts, vec![6, 1, 1 << 40, 1]);
+        assert_eq!(
+            into_flat(Counter::new(PreTokenizer::new(None, Vec::new()).unwrap()).into_sorted())
+                .offsets,
+            vec![0]
         );
     }
 }

@@ -5,6 +5,7 @@ from __future__ import annotations
 import collections
 import gzip
 import json
+import pickle
 import re
 import struct
 from pathlib import Path
@@ -116,6 +117,47 @@ def test_bytes_and_invalid_utf8_count_as_the_pre_tokeniser_splits_them(documents
 
 
 @settings(max_examples=60, deadline=None)
+@given(
+    batches=st.lists(st.lists(st.binary(max_size=30) | text_strategy, max_size=5), min_size=1, max_size=4),
+    distinct=st.integers(0, 4000),
+)
+def test_the_counter_equals_a_counter_of_the_split_whatever_the_batches_and_threads(batches, distinct):
+    # `distinct` numbered words make every shard's table grow several times.
+    batches.append([" ".join(f"w{i}" for i in range(distinct)).encode() + b"\xff"])
+    splitter = PreTokenizer("cl100k", SPECIALS)
+    expected = collections.Counter(piece for batch in batches for document in batch for piece in splitter.split(document))
+    for special in SPECIALS:
+        expected.pop(special.encode(), None)
+    results = []
+    for threads in (1, 2):
+        counter = polytok._core.WordCounter(PRESETS["cl100k"], [s.encode() for s in SPECIALS], threads)
+        for batch in batches:
+            counter.add(batch)
+        assert len(counter) == len(expected)
+        data, offsets, counts = counter.finish()
+        assert counts.dtype == np.uint64 and offsets.dtype == np.int64
+        results.append(PreTokenCounts(data, offsets, counts))
+    assert results[0].to_dict() == dict(expected)
+    assert [word for word, _ in results[0]] == sorted(expected)
+    assert results[1].data == results[0].data
+    assert np.array_equal(results[1].offsets, results[0].offsets) and np.array_equal(results[1].counts, results[0].counts)
+
+
+def test_a_counter_refuses_to_add_unsorted_counts():
+    counter = polytok._core.WordCounter(None, [], 1)
+    with pytest.raises(ValueError, match=r"added operand: words 0 and 1 are not in strictly increasing byte order"):
+        counter.add_counts((b"ba", np.array([0, 1, 2]), np.array([1, 1], dtype=np.uint64)))
+
+
+def test_a_finished_counter_is_refused():
+    counter = polytok._core.WordCounter(None, [], 1)
+    counter.add(["text"])
+    counter.finish()
+    with pytest.raises(ValueError, match="finished"):
+        counter.add(["more"])
+
+
+@settings(max_examples=60, deadline=None)
 @given(documents=st.lists(text_strategy, min_size=1, max_size=12), cuts=st.lists(st.integers(0, 12), max_size=3))
 def test_shards_add_up_to_the_whole(documents, cuts):
     documents = [document + " word" for document in documents]  # every shard has something to count
@@ -124,6 +166,12 @@ def test_shards_add_up_to_the_whole(documents, cuts):
     whole = polytok.count(polytok.texts(documents), "gpt2", progress=False)
     total = sum(shards)
     assert total.to_dict() == whole.to_dict()
+    # The Ray driver's way: every shard added into one counter.
+    counter = polytok._core.WordCounter(whole.pattern, [], 2)
+    for shard in shards:
+        counter.add_counts((shard.data, shard.offsets, shard.counts))
+    data, offsets, counts = counter.finish()
+    assert data == whole.data and np.array_equal(offsets, whole.offsets) and np.array_equal(counts, whole.counts)
     assert total.data == whole.data and np.array_equal(total.offsets, whole.offsets)
     assert total.pattern == whole.pattern
 
@@ -135,6 +183,19 @@ def test_counts_are_64_bit_through_add_save_and_load(tmp_path):
     assert doubled.total == 2**63 + 6
     doubled.save(tmp_path / "big.ptc")
     assert PreTokenCounts.load(tmp_path / "big.ptc").to_dict() == {b"a": 2**63, b"b": 6}
+
+
+@pytest.mark.parametrize("protocol", range(2, pickle.HIGHEST_PROTOCOL + 1))
+def test_counts_pickle_whole_and_with_out_of_band_buffers(protocol):
+    counts = polytok.count(polytok.texts(["a pickled count, a count"]), "gpt2", progress=False)
+    buffers: list = []
+    pickled = pickle.dumps(counts, protocol, buffer_callback=buffers.append if protocol >= 5 else None)
+    # Under protocol 5 the data and both arrays travel out of band, as Ray's object store takes them.
+    assert len(buffers) == (3 if protocol >= 5 else 0)
+    loaded = pickle.loads(pickled, buffers=buffers)
+    assert isinstance(loaded.data, bytes) and loaded.data == counts.data
+    assert loaded.to_dict() == counts.to_dict() and loaded.pattern == counts.pattern
+    assert pickle.loads(pickle.dumps(counts, protocol)).to_dict() == counts.to_dict()
 
 
 def test_adding_counts_of_different_patterns_is_refused():
@@ -303,7 +364,7 @@ def test_counting_a_large_file_keeps_python_memory_flat(tmp_path):
     finally:
         tracemalloc.stop()
     assert sum(len(word) * number for word, number in counts) == path.stat().st_size
-    # One batch (4 MB for one thread) and its chunks, not the 40 MB file.
+    # One batch (1 MB for one thread) and its chunks, not the 40 MB file.
     assert peak < 12 << 20
 
 

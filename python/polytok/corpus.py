@@ -39,7 +39,7 @@ import shutil
 import tempfile
 from importlib import resources
 from pathlib import Path
-from typing import IO, Iterable, Iterator, Union
+from typing import IO, Any, Iterable, Iterator, Union
 
 from polytok.errors import ConfigError, CorpusError
 
@@ -372,9 +372,74 @@ def is_plain_text(path: Path) -> bool:
 
 
 def is_splittable(path: Path) -> bool:
-    """Whether `path` is read as plain text without decompression, so that `read_text_span` can
-    read a part of it from a cut that `next_cut` found."""
-    return path.suffix.lower() not in COMPRESSED_SUFFIXES and is_plain_text(path)
+    """Whether a part of `path` can be read alone: an uncompressed plain-text file (`next_cut`,
+    `read_text_span`), .jsonl file (`next_line_start`, `read_jsonl_span`) or .parquet file (by
+    row group: `parquet_row_group_sizes`, `read_parquet_row_groups`)."""
+    return path.suffix.lower() not in COMPRESSED_SUFFIXES
+
+
+def file_format(path: Path) -> str:
+    """How `path` is read: "jsonl", "parquet" or "text" (see the module docstring)."""
+    kind = _base_suffix(path.name)
+    return kind[1:] if kind in (".jsonl", ".parquet") else "text"
+
+
+def next_line_start(path: Path, position: int) -> int | None:
+    """The first byte at or after `position` of `path` that starts a line (0, or one just after a
+    line break); None if no line starts there before the end of the file."""
+    if position <= 0:
+        return 0
+    try:
+        with open(path, "rb") as stream:
+            stream.seek(position - 1)
+            base = position - 1
+            while block := stream.read(CHUNK_BYTES):
+                found = block.find(b"\n")
+                if found >= 0:
+                    return base + found + 1
+                base += len(block)
+    except OSError as error:
+        raise CorpusError(f"cannot read {str(path)!r}: {error}") from None
+    return None
+
+
+def read_jsonl_span(path: Path, start: int, stop: int, text_field: str = "text", errors: str = "strict") -> Iterator[str | bytes]:
+    """The documents of the lines in bytes [start, stop) of the uncompressed .jsonl file `path`,
+    where start and stop are 0, cuts from `next_line_start` or the file's end. Errors name the
+    line by its byte offset in the file (its number is not known without reading from the start)."""
+    if errors not in ERROR_MODES:
+        raise ConfigError(f"errors={errors!r}; expected one of {', '.join(ERROR_MODES)}")
+    try:
+        with open(path, "rb") as stream:
+            stream.seek(start)
+            yield from _jsonl_documents(path, _Bounded(stream, stop - start), text_field, errors, start, 1 if start == 0 else None)
+    except OSError as error:
+        raise CorpusError(f"cannot read {str(path)!r}: {error}") from None
+
+
+def parquet_row_group_sizes(path: Path) -> list[int]:
+    """The bytes on disk of each row group of the uncompressed Parquet file `path`."""
+    pyarrow = _pyarrow(path)
+    try:
+        metadata = pyarrow.parquet.ParquetFile(str(path)).metadata
+    except (OSError, pyarrow.ArrowException) as error:
+        raise CorpusError(f"cannot read {str(path)!r} as Parquet: {error}") from None
+    return [
+        sum(group.column(index).total_compressed_size for index in range(group.num_columns))
+        for group in map(metadata.row_group, range(metadata.num_row_groups))
+    ]
+
+
+def read_parquet_row_groups(
+    path: Path, first: int, stop: int, text_column: str = "text", errors: str = "strict"
+) -> Iterator[str | bytes]:
+    """The documents of row groups [first, stop) of the uncompressed Parquet file `path`."""
+    if errors not in ERROR_MODES:
+        raise ConfigError(f"errors={errors!r}; expected one of {', '.join(ERROR_MODES)}")
+    try:
+        yield from _parquet_documents(path, text_column, errors, range(first, stop))
+    except OSError as error:
+        raise CorpusError(f"cannot read {str(path)!r}: {error}") from None
 
 
 def next_cut(path: Path, position: int) -> int | None:
@@ -430,15 +495,23 @@ class _Bounded:
         self.left -= len(data)
         return data
 
+    def __iter__(self) -> Iterator[bytes]:
+        """The lines, as a binary stream yields them."""
+        while self.left > 0 and (line := self.stream.readline(self.left)):
+            self.left -= len(line)
+            yield line
 
-def _jsonl_documents(path: Path, stream: IO[bytes], field: str, errors: str) -> Iterator[str | bytes]:
-    """The `field` string of each JSON line; blank lines are skipped."""
-    offset = 0
-    for number, raw in enumerate(stream, start=1):
-        where = f"{str(path)!r}, line {number}"
+
+def _jsonl_documents(
+    path: Path, stream: IO[bytes] | _Bounded, field: str, errors: str, offset: int = 0, line: int | None = 1
+) -> Iterator[str | bytes]:
+    """The `field` string of each JSON line; blank lines are skipped. The stream starts at byte
+    `offset`, line `line` of the file (None: not known, so errors name the line's byte offset)."""
+    for number, raw in enumerate(stream, start=line or 1):
+        where = f"{str(path)!r}, line {number}" if line is not None else f"{str(path)!r}, the line at byte {offset}"
         if raw.strip():
             # errors="bytes" keeps invalid bytes as lone surrogates, turned back into bytes below.
-            text = _decode(path, raw, offset, number, errors) if errors != "bytes" else raw.decode("utf-8", "surrogateescape")
+            text = _decode(path, raw, offset, number if line is not None else None, errors) if errors != "bytes" else raw.decode("utf-8", "surrogateescape")
             try:
                 record = json.loads(text)
             except json.JSONDecodeError as error:
@@ -455,8 +528,8 @@ def _jsonl_documents(path: Path, stream: IO[bytes], field: str, errors: str) -> 
         offset += len(raw)
 
 
-def _parquet_documents(path: Path, column: str, errors: str) -> Iterator[str | bytes]:
-    """The `column` values of a Parquet file, read one record batch at a time."""
+def _pyarrow(path: Path) -> Any:
+    """The pyarrow module with pyarrow.parquet loaded; CorpusError naming `path` if it is missing."""
     try:
         import pyarrow
         import pyarrow.parquet
@@ -464,6 +537,13 @@ def _parquet_documents(path: Path, column: str, errors: str) -> Iterator[str | b
         raise CorpusError(
             f"reading {str(path)!r} needs the pyarrow package: pip install polytok[parquet]"
         ) from None
+    return pyarrow
+
+
+def _parquet_documents(path: Path, column: str, errors: str, row_groups: range | None = None) -> Iterator[str | bytes]:
+    """The `column` values of a Parquet file (of `row_groups` only, if given), read one record
+    batch at a time."""
+    pyarrow = _pyarrow(path)
     with _seekable(path) as local:
         try:
             parquet = pyarrow.parquet.ParquetFile(local)
@@ -477,8 +557,9 @@ def _parquet_documents(path: Path, column: str, errors: str) -> Iterator[str | b
         is_text = pyarrow.types.is_string(kind) or pyarrow.types.is_large_string(kind)
         if not (is_text or pyarrow.types.is_binary(kind) or pyarrow.types.is_large_binary(kind)):
             raise CorpusError(f"{str(path)!r}: column {column!r} holds {kind}; expected strings")
-        row = 0
-        for batch in parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS, columns=[column]):
+        row = 0 if row_groups is None else sum(parquet.metadata.row_group(i).num_rows for i in range(row_groups.start))
+        groups = None if row_groups is None else list(row_groups)
+        for batch in parquet.iter_batches(batch_size=PARQUET_BATCH_ROWS, row_groups=groups, columns=[column]):
             for value in batch.column(0).to_pylist():
                 if value is None:
                     raise CorpusError(f"{str(path)!r}, row {row}: column {column!r} is null; expected a string")

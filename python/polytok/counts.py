@@ -20,9 +20,9 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import pickle
 import struct
 import warnings
-from pathlib import Path
 from typing import Any, Iterator, Mapping
 
 import numpy as np
@@ -38,10 +38,10 @@ MAGIC = b"PTCOUNTS"
 FORMAT_VERSION = 1
 _PREAMBLE = struct.Struct("<8sII")  # magic, version, header size
 
-#: Documents are handed to the Rust counter in batches of about this many bytes per thread
-#: (several plain-text chunks each, so threads stay busy), up to a cap that bounds memory.
-BATCH_BYTES_PER_THREAD = 4 << 20
-MAX_BATCH_BYTES = 64 << 20
+#: Documents are handed to the Rust counter in batches of about this many bytes per thread (one
+#: plain-text chunk each), up to a cap: the batch in flight is part of the counter's peak memory.
+BATCH_BYTES_PER_THREAD = 1 << 20
+MAX_BATCH_BYTES = 16 << 20
 #: Where `count` runs: in this process, or on a Ray cluster (polytok.distributed).
 ENGINES = ("local", "ray")
 
@@ -56,6 +56,12 @@ class PreTokenCounts:
         self.offsets = np.asarray(offsets, dtype=np.int64)
         self.counts = np.asarray(counts, dtype=np.uint64)
         self.pattern = pattern
+
+    def __reduce_ex__(self, protocol: int) -> tuple:
+        """Under pickle protocol 5 the data goes out of band, as the arrays do, so that Ray puts
+        a shard's counts in its object store without a copy of them in the worker."""
+        data = pickle.PickleBuffer(self.data) if protocol >= 5 else self.data
+        return _unpickle, (data, self.offsets, self.counts, self.pattern)
 
     @classmethod
     def from_dict(cls, counts: Mapping[bytes, int], pattern: str | None = None) -> "PreTokenCounts":
@@ -124,33 +130,55 @@ class PreTokenCounts:
         """Read a counts file; FormatError names what is wrong with a truncated or edited one."""
         name = repr(os.fspath(path))
         try:
-            raw = Path(path).read_bytes()
+            with open(path, "rb") as stream:
+                offsets, counts, data, pattern = _read_counts(name, stream)
         except OSError as error:
             raise FormatError(f"cannot read counts file {name}: {error.strerror}") from None
-        if len(raw) < _PREAMBLE.size or raw[:8] != MAGIC:
-            raise FormatError(f"{name} is not a polytok counts file (it does not start with {MAGIC!r})")
-        _, version, header_size = _PREAMBLE.unpack_from(raw)
-        if version != FORMAT_VERSION:
-            raise FormatError(f"{name}: counts format version {version}; this polytok reads version {FORMAT_VERSION}")
-        header = _parse_header(name, raw[_PREAMBLE.size : _PREAMBLE.size + header_size], header_size)
-        size, data_bytes = header["words"], header["data_bytes"]
-        start = _PREAMBLE.size + header_size
-        expected = start + 8 * (size + 1) + 8 * size + data_bytes
-        if len(raw) != expected:
-            state = "truncated" if len(raw) < expected else "too long"
-            raise FormatError(
-                f"{name} is {state}: {len(raw)} bytes, but its header ({size} pre-tokens, {data_bytes} data bytes) "
-                f"makes it {expected}"
-            )
-        if hashlib.sha256(memoryview(raw)[start:]).hexdigest() != header["sha256"]:
-            raise FormatError(f"{name}: the checksum does not match the content; the file was edited or corrupted")
-        offsets = np.frombuffer(raw, dtype="<i8", count=size + 1, offset=start).astype(np.int64)
-        counts = np.frombuffer(raw, dtype="<u8", count=size, offset=start + 8 * (size + 1)).astype(np.uint64)
-        if offsets[0] != 0 or offsets[-1] != data_bytes or np.any(np.diff(offsets) <= 0):
+        data_bytes = len(data)
+        if offsets[0] != 0 or offsets[-1] != data_bytes or (offsets[1:] <= offsets[:-1]).any():
             raise FormatError(f"{name}: offsets must rise strictly from 0 to the data size {data_bytes}")
-        if np.any(counts == 0):
+        if (counts == 0).any():
             raise FormatError(f"{name}: a count is zero; every stored pre-token occurs at least once")
-        return cls(raw[expected - data_bytes :], offsets, counts, header["pattern"])
+        return cls(data, offsets, counts, pattern)
+
+
+def _read_counts(name: str, stream: Any) -> tuple[np.ndarray, np.ndarray, bytes, str | None]:
+    """The offsets, counts, data and pattern of an open counts file, read straight into the arrays
+    and the data (the file is never held whole besides them), its size and checksum checked."""
+    total = os.fstat(stream.fileno()).st_size
+    preamble = stream.read(_PREAMBLE.size)
+    if len(preamble) < _PREAMBLE.size or preamble[:8] != MAGIC:
+        raise FormatError(f"{name} is not a polytok counts file (it does not start with {MAGIC!r})")
+    _, version, header_size = _PREAMBLE.unpack(preamble)
+    if version != FORMAT_VERSION:
+        raise FormatError(f"{name}: counts format version {version}; this polytok reads version {FORMAT_VERSION}")
+    header = _parse_header(name, stream.read(header_size), header_size)
+    size, data_bytes = header["words"], header["data_bytes"]
+    expected = _PREAMBLE.size + header_size + 8 * (size + 1) + 8 * size + data_bytes
+    if total != expected:
+        state = "truncated" if total < expected else "too long"
+        raise FormatError(
+            f"{name} is {state}: {total} bytes, but its header ({size} pre-tokens, {data_bytes} data bytes) "
+            f"makes it {expected}"
+        )
+    offsets, counts = np.empty(size + 1, dtype="<i8"), np.empty(size, dtype="<u8")
+    digest = hashlib.sha256()
+    for part in (offsets, counts):
+        if stream.readinto(part) != part.nbytes:
+            raise FormatError(f"{name} was truncated while it was read")
+        digest.update(part)
+    data = stream.read(data_bytes)
+    digest.update(data)
+    if len(data) != data_bytes:
+        raise FormatError(f"{name} was truncated while it was read")
+    if digest.hexdigest() != header["sha256"]:
+        raise FormatError(f"{name}: the checksum does not match the content; the file was edited or corrupted")
+    return offsets.astype(np.int64, copy=False), counts.astype(np.uint64, copy=False), data, header["pattern"]
+
+
+def _unpickle(data: Any, offsets: np.ndarray, counts: np.ndarray, pattern: str | None) -> PreTokenCounts:
+    """A pickled PreTokenCounts (`data` comes back as a buffer when it went out of band)."""
+    return PreTokenCounts(data if isinstance(data, bytes) else bytes(data), offsets, counts, pattern)
 
 
 def _parse_header(name: str, header_bytes: bytes, header_size: int) -> dict:
@@ -221,6 +249,11 @@ def count(
             if not document:
                 continue
             non_empty += 1
+            if isinstance(document, str) and not document.isascii():
+                # Held as str, a batch would take 1, 2 or 4 bytes a character plus the UTF-8 copy
+                # the Rust side reads; its UTF-8 alone is smaller (lone surrogates as the core
+                # passes them).
+                document = document.encode("utf-8", "surrogatepass")
             batch.append(document)
             batch_size += len(document)
             if batch_size >= batch_limit:

@@ -1,11 +1,13 @@
 """Counting on a Ray cluster: the corpus files are cut into shards, each Ray task counts one
-shard with the Rust core (`polytok.count` on its documents), and a tree of tasks adds the counts
-as they come in (see `_count_and_add`), so that memory is bounded by the counts, not the corpus.
+shard with the Rust core (`polytok.count` on its documents), and this process adds each shard's
+counts into one Rust counter as they come in (see `_count_and_add`), so that memory is bounded by
+the counts, not the corpus.
 
-A shard is a list of spans: whole files, or parts of a large plain-text file cut where the corpus
-reader would cut a document (`polytok.corpus.next_cut`), so the spans of a file hold exactly its
-pre-tokens. Counts add exactly (`PreTokenCounts.__add__`), so the result is byte-identical to the
-local count whatever the number of workers, shards or retries.
+A shard is a list of spans: whole files, or parts of a large file: of plain text, cut where the
+corpus reader would cut a document (`polytok.corpus.next_cut`); of .jsonl, between lines; of
+.parquet, between row groups. So the spans of a file hold exactly its pre-tokens. Counts add
+exactly, so the result is byte-identical to the local count whatever the number of workers, shards
+or retries.
 
 The driver (this process) lists the files and finds the cuts; every node reads the files at the
 same path, so they must be on storage that every node sees. A task whose worker dies is retried
@@ -46,7 +48,8 @@ CONNECT_TIMEOUT_SECONDS = 10
 
 @dataclass(frozen=True)
 class Span:
-    """Bytes [start, stop) of a file, or the whole file (stop None); `size` is its length on disk."""
+    """Bytes [start, stop) of a file (row groups [start, stop) of a Parquet file), or the whole
+    file (stop None); `size` is its length on disk."""
 
     path: str
     start: int
@@ -54,7 +57,10 @@ class Span:
     size: int
 
     def __str__(self) -> str:
-        return self.path if self.stop is None else f"{self.path} bytes {self.start}..{self.stop}"
+        if self.stop is None:
+            return self.path
+        unit = "row groups" if corpus.file_format(Path(self.path)) == "parquet" else "bytes"
+        return f"{self.path} {unit} {self.start}..{self.stop}"
 
 
 def corpus_files(source: Source) -> list[Path]:
@@ -71,20 +77,14 @@ def corpus_files(source: Source) -> list[Path]:
 
 
 def plan_shards(files: list[Path], shard_bytes: int) -> list[list[Span]]:
-    """The files as shards of about `shard_bytes` each: small files grouped, plain-text files
-    larger than that cut into spans at safe cuts (compressed, .jsonl and .parquet files stay whole)."""
+    """The files as shards of about `shard_bytes` each: small files grouped, larger files cut into
+    spans: plain text at safe cuts, .jsonl between lines, .parquet between row groups (compressed
+    files stay whole)."""
     spans: list[Span] = []
     for path in files:
         size = _file_size(path)
-        if size <= shard_bytes or not corpus.is_splittable(path):
-            spans.append(Span(str(path), 0, None, size))
-            continue
-        start = 0
-        while start < size:
-            cut = corpus.next_cut(path, start + shard_bytes) if start + shard_bytes < size else None
-            stop = size if cut is None or cut >= size else cut
-            spans.append(Span(str(path), start, stop, stop - start))
-            start = stop
+        parts = _file_spans(path, size, shard_bytes) if size > shard_bytes and corpus.is_splittable(path) else []
+        spans += parts if len(parts) > 1 else [Span(str(path), 0, None, size)]
     shards: list[list[Span]] = []
     filled = 0
     for span in spans:
@@ -94,6 +94,28 @@ def plan_shards(files: list[Path], shard_bytes: int) -> list[list[Span]]:
         shards[-1].append(span)
         filled += span.size
     return shards
+
+
+def _file_spans(path: Path, size: int, shard_bytes: int) -> list[Span]:
+    """The spans of about `shard_bytes` of one uncompressed file of `size` bytes."""
+    spans: list[Span] = []
+    if corpus.file_format(path) == "parquet":
+        first = filled = 0
+        groups = corpus.parquet_row_group_sizes(path)
+        for index, group in enumerate(groups):
+            filled += group
+            if filled >= shard_bytes or index == len(groups) - 1:
+                spans.append(Span(str(path), first, index + 1, filled))
+                first, filled = index + 1, 0
+        return spans
+    next_cut = corpus.next_line_start if corpus.file_format(path) == "jsonl" else corpus.next_cut
+    start = 0
+    while start < size:
+        cut = next_cut(path, start + shard_bytes) if start + shard_bytes < size else None
+        stop = size if cut is None or cut >= size else cut
+        spans.append(Span(str(path), start, stop, stop - start))
+        start = stop
+    return spans
 
 
 def shard_size(total_bytes: int, cpus: int) -> int:
@@ -139,11 +161,10 @@ def count_on_ray(
                 "a task could never be placed"
             )
         count_shard = ray.remote(_count_shard).options(num_cpus=threads, num_returns=2, max_retries=retries)
-        add = ray.remote(_add).options(max_retries=retries)
         arguments = (polytok.__version__, regex, special_tokens, threads, options)
         window = IN_FLIGHT_PER_CPU * max(1, cpus // threads)
         with progress_bar(progress, desc="counting", unit="B", unit_scale=True, total=total) as bar:
-            counts, documents, non_empty = _count_and_add(ray, count_shard, add, shards, arguments, window, retries, bar)
+            counts, documents, non_empty = _count_and_add(ray, count_shard, shards, arguments, window, retries, bar)
     if counts is None:
         raise nothing_counted(source, documents, non_empty)
     return counts
@@ -158,19 +179,21 @@ def _file_size(path: Path) -> int:
 
 
 def _count_and_add(
-    ray: Any, count_shard: Any, add: Any, shards: list[list[Span]], arguments: tuple, window: int, retries: int, bar: Any
+    ray: Any, count_shard: Any, shards: list[list[Span]], arguments: tuple, window: int, retries: int, bar: Any
 ) -> tuple[PreTokenCounts | None, int, int]:
     """The sum of the shards' counts, with their documents and non-empty documents.
 
-    At most `window` shards are counted at a time, and their counts are added as they come in, in
-    a tree whose levels are those of a binary counter: two sums of 2^k shards make one of 2^(k+1).
-    So the cluster holds the counts of at most `window` shards and one partial sum per level, not
-    of every shard, whatever the corpus size; the sum is exact in any order.
+    At most `window` shards are counted at a time. Each shard's counts are fetched as soon as
+    they are done and added into one Rust counter here (`WordCounter.add_counts`), then dropped:
+    the cluster holds the counts of at most `window` shards and this process one running sum,
+    whatever the corpus size. The sum is exact in any order.
     """
+    _, regex, special_tokens, _, _ = arguments
+    counter, _ = make_counter(regex, special_tokens, None)
     waiting = iter(shards)
     counting: dict[Any, tuple[list[Span], Any]] = {}  # summary reference -> (shard, counts reference)
-    sums: list[tuple[int, Any]] = []  # (level, reference to the sum of 2^level shards), levels falling
     documents = non_empty = 0
+    added = False
 
     def start_next() -> None:
         shard = next(waiting, None)
@@ -183,32 +206,27 @@ def _count_and_add(
             start_next()
         while counting:
             (done,), _ = ray.wait(list(counting), num_returns=1)
-            shard, counts = counting.pop(done)
-            shard_documents, shard_non_empty = get_result(ray, done, "counting " + ", ".join(map(str, shard)), retries)
+            shard, reference = counting.pop(done)
+            what = "counting " + ", ".join(map(str, shard))
+            shard_documents, shard_non_empty = get_result(ray, done, what, retries)
             documents += shard_documents
             non_empty += shard_non_empty
             start_next()
-            level = 0
-            while sums and sums[-1][0] == level:
-                counts = add.remote(sums.pop()[1], counts)
-                level += 1
-            sums.append((level, counts))
+            counts = get_result(ray, reference, what, retries)
+            del reference  # the cluster may free the shard's counts now
+            if counts is not None:
+                counter.add_counts((counts.data, counts.offsets, counts.counts))
+                added = True
+            del counts
             bar.update(sum(span.size for span in shard))
-        total = None
-        for _, partial in reversed(sums):
-            total = partial if total is None else add.remote(partial, total)
-        return get_result(ray, total, "adding the counts of the shards", retries), documents, non_empty
     except BaseException:
         for summary in counting:
             ray.cancel(summary, force=True)
         raise
-
-
-def _add(left: PreTokenCounts | None, right: PreTokenCounts | None) -> PreTokenCounts | None:
-    """The sum of two shards' counts (None: a shard that held nothing to count)."""
-    if left is None or right is None:
-        return right if left is None else left
-    return left + right
+    if not added:
+        return None, documents, non_empty
+    data, offsets, counts = counter.finish()
+    return PreTokenCounts(data, offsets, counts, regex), documents, non_empty
 
 
 def get_result(ray: Any, reference: Any, what: str, retries: int) -> Any:
@@ -263,9 +281,14 @@ def _count_shard(
 
 def _span_documents(span: Span, options: dict[str, str]) -> Iterator[str | bytes]:
     """The documents of one span, read by the corpus reader."""
+    path = Path(span.path)
     if span.stop is None:
-        return corpus.read_file(Path(span.path), **options)
-    return corpus.read_text_span(Path(span.path), span.start, span.stop, options["errors"])
+        return corpus.read_file(path, **options)
+    if corpus.file_format(path) == "parquet":
+        return corpus.read_parquet_row_groups(path, span.start, span.stop, options["text_column"], options["errors"])
+    if corpus.file_format(path) == "jsonl":
+        return corpus.read_jsonl_span(path, span.start, span.stop, options["text_field"], options["errors"])
+    return corpus.read_text_span(path, span.start, span.stop, options["errors"])
 
 
 @contextlib.contextmanager

@@ -4,13 +4,13 @@
 use std::sync::Arc;
 
 use numpy::{IntoPyArray, PyArray1, PyReadonlyArray1};
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyMemoryError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
 use pyo3::types::{PyByteArray, PyBytes, PyString};
 
 use super::{run_on, thread_pool};
-use crate::count::{merge_sorted, Counter, FlatCounts, PreTokenCounts};
+use crate::count::{merge_sorted_into, merged_sizes, Counter, PreTokenCounts, MAX_DISTINCT};
 use crate::pretokenize::{character_class_flags, PreTokenizer, Preset, REGEX_VERSION};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -157,18 +157,11 @@ type CountsToPython<'py> = (
     Bound<'py, PyArray1<u64>>,
 );
 
-fn flat_to_python(py: Python<'_>, flat: FlatCounts) -> CountsToPython<'_> {
-    (
-        PyBytes::new(py, &flat.data),
-        flat.offsets.into_pyarray(py),
-        flat.counts.into_pyarray(py),
-    )
-}
-
 /// Counts the pre-tokens of batches of documents on `num_threads` threads (None: every core).
 #[pyclass(name = "WordCounter", module = "polytok._core")]
 pub struct PyCounter {
-    counter: Counter,
+    /// None once finished.
+    counter: Option<Counter>,
     pool: Option<Arc<rayon::ThreadPool>>,
 }
 
@@ -183,7 +176,7 @@ impl PyCounter {
     ) -> PyResult<Self> {
         let pretokenizer = PreTokenizer::new(pattern, special_tokens)?;
         Ok(PyCounter {
-            counter: Counter::new(pretokenizer),
+            counter: Some(Counter::new(pretokenizer)),
             pool: thread_pool(num_threads)?,
         })
     }
@@ -199,22 +192,53 @@ impl PyCounter {
             .iter()
             .map(|document| document.as_ref().len() as u64)
             .sum();
-        let (counter, pool) = (&mut self.counter, self.pool.as_deref());
-        py.detach(|| run_on(pool, || counter.add(&documents)));
+        let pool = self.pool.as_deref();
+        let counter = self.counter.as_mut().ok_or_else(finished)?;
+        py.detach(|| run_on(pool, || counter.add(&documents)))
+            .map_err(|_| too_many())?;
         Ok(size)
     }
 
-    /// The number of distinct pre-tokens counted so far.
-    fn __len__(&self) -> usize {
-        self.counter.len()
+    /// Adds sorted counts (data, offsets int64, counts uint64), e.g. another shard's, with the
+    /// GIL released.
+    fn add_counts(&mut self, py: Python<'_>, counts: CountsFromPython<'_>) -> PyResult<()> {
+        let view = sorted_operand(py, "added", &counts)?;
+        let pool = self.pool.as_deref();
+        let counter = self.counter.as_mut().ok_or_else(finished)?;
+        py.detach(|| run_on(pool, || counter.add_counts(&view)))
+            .map_err(|_| too_many())
     }
 
-    /// (data, offsets int64, counts uint64) of the pre-tokens so far, sorted bytewise.
-    fn finish<'py>(&self, py: Python<'py>) -> CountsToPython<'py> {
-        let (counter, pool) = (&self.counter, self.pool.as_deref());
-        let flat = py.detach(|| run_on(pool, || counter.sorted()));
-        flat_to_python(py, flat)
+    /// The number of distinct pre-tokens counted so far.
+    fn __len__(&self) -> PyResult<usize> {
+        Ok(self.counter.as_ref().ok_or_else(finished)?.len())
     }
+
+    /// (data, offsets int64, counts uint64) of the pre-tokens, sorted bytewise. This ends the
+    /// counter: its arrays become the result's.
+    fn finish<'py>(&mut self, py: Python<'py>) -> PyResult<CountsToPython<'py>> {
+        let counter = self.counter.take().ok_or_else(finished)?;
+        let pool = self.pool.as_deref();
+        let sorted = py.detach(|| run_on(pool, || counter.into_sorted()));
+        let data = PyBytes::new_with(py, sorted.data_len(), |buffer| {
+            py.detach(|| sorted.write_data(buffer));
+            Ok(())
+        })?;
+        let (offsets, counts) = py.detach(|| sorted.into_offsets_and_counts());
+        Ok((data, offsets.into_pyarray(py), counts.into_pyarray(py)))
+    }
+}
+
+/// The error for a counter that would hold more than `MAX_DISTINCT` pre-tokens.
+fn too_many() -> PyErr {
+    PyMemoryError::new_err(format!(
+        "more than {MAX_DISTINCT} distinct pre-tokens; a counter holds at most that many"
+    ))
+}
+
+/// The error for a counter used after `finish`.
+fn finished() -> PyErr {
+    PyValueError::new_err("this WordCounter is finished; start a new one")
 }
 
 /// The checked, sorted view of one operand of `merge_word_counts`; errors name the operand.
@@ -242,6 +266,11 @@ fn merge_word_counts<'py>(
         sorted_operand(py, "left", &left)?,
         sorted_operand(py, "right", &right)?,
     );
-    let merged = py.detach(|| merge_sorted(&left, &right));
-    Ok(flat_to_python(py, merged))
+    let (_, bytes) = py.detach(|| merged_sizes(&left, &right));
+    let (mut offsets, mut counts) = (Vec::new(), Vec::new());
+    let data = PyBytes::new_with(py, bytes, |buffer| {
+        (offsets, counts) = py.detach(|| merge_sorted_into(&left, &right, buffer));
+        Ok(())
+    })?;
+    Ok((data, offsets.into_pyarray(py), counts.into_pyarray(py)))
 }

@@ -6,6 +6,8 @@ import gzip
 import json
 from pathlib import Path
 
+import pyarrow
+import pyarrow.parquet
 import pytest
 
 import polytok
@@ -21,7 +23,7 @@ SPECIALS = ["<|endoftext|>", "<|fim|>"]
 
 @pytest.fixture(scope="module")
 def corpus_dir(tmp_path_factory) -> Path:
-    """Text files, a gzip file and a jsonl file, with special tokens in some."""
+    """Text files, a gzip file, a jsonl file and a parquet file, with special tokens in some."""
     directory = tmp_path_factory.mktemp("corpus")
     for path in sorted(DATA.glob("*.txt")):
         (directory / path.name).write_bytes(path.read_bytes())
@@ -29,6 +31,10 @@ def corpus_dir(tmp_path_factory) -> Path:
     (directory / "kjv-copy.txt.gz").write_bytes(gzip.compress(kjv.replace("\n\n", "\n<|endoftext|>\n").encode(), mtime=0))
     lines = kjv.splitlines()[:200]
     (directory / "verses.jsonl").write_text("".join(json.dumps({"text": line + "<|fim|>"}) + "\n" for line in lines))
+    # Ten rows per row group, so that small shards cut it between row groups.
+    with pyarrow.parquet.ParquetWriter(directory / "verses.parquet", pyarrow.schema([("text", pyarrow.string())])) as writer:
+        for start in range(0, len(lines), 10):
+            writer.write_table(pyarrow.table({"text": [line + " <|endoftext|>" for line in lines[start : start + 10]]}))
     return directory
 
 

@@ -1,6 +1,6 @@
-"""Shards without a cluster: the spans a large plain-text file is cut into hold exactly its
-pre-tokens, invalid UTF-8 in a span is reported at its offset in the file, and the options of
-engine="ray" are checked before any cluster is reached."""
+"""Shards without a cluster: the spans a large plain-text, .jsonl or .parquet file is cut into
+hold exactly its documents and pre-tokens, bad input in a span is reported where it is in the
+file, and the options of engine="ray" are checked before any cluster is reached."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -9,9 +9,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+import json
+
 import polytok
 from polytok import corpus
-from polytok.distributed import Span, count_on_ray, plan_shards, shard_size
+from polytok.distributed import Span, _span_documents, count_on_ray, plan_shards, shard_size
 from polytok.errors import ConfigError, CorpusError, PatternError
 
 DATA = Path(__file__).parents[1] / "data"
@@ -22,15 +24,11 @@ PRESETS = ("gpt2", "cl100k", "o200k", "nanochat")
 ALPHABET = st.sampled_from(["a", "b", "Z", "é", "中", " ", "  ", "\n", "\r\n", "\n\n", "/", "'", "s", "1", "23", ".", "\u00a0", "\u3000", "\t"])
 
 
+OPTIONS = {"text_field": "text", "text_column": "text", "errors": "strict"}
+
+
 def span_documents(shards: list[list[Span]]) -> list[str]:
-    documents = []
-    for shard in shards:
-        for span in shard:
-            if span.stop is None:
-                documents += corpus.read_file(Path(span.path))
-            else:
-                documents += corpus.read_text_span(Path(span.path), span.start, span.stop)
-    return documents
+    return [document for shard in shards for span in shard for document in _span_documents(span, OPTIONS)]
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -48,6 +46,62 @@ def test_spans_of_a_file_hold_exactly_its_pre_tokens(tmp_path, pieces, shard_byt
     assert cut.to_dict() == whole.to_dict()
 
 
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(
+    records=st.lists(st.lists(ALPHABET, max_size=12).map("".join) | st.none(), min_size=1, max_size=40),
+    shard_bytes=st.integers(1, 200),
+)
+def test_spans_of_a_jsonl_file_hold_exactly_its_documents(tmp_path, records, shard_bytes):
+    path = tmp_path / "corpus.jsonl"
+    # None is a blank line, which the reader skips.
+    path.write_text("".join("\n" if text is None else json.dumps({"text": text}) + "\n" for text in records))
+    shards = plan_shards([path], shard_bytes)
+    spans = [span for shard in shards for span in shard]
+    if len(spans) > 1:
+        assert all(a.stop == b.start for a, b in zip(spans, spans[1:])) and spans[-1].stop == path.stat().st_size
+        assert all(path.read_bytes()[span.start - 1 : span.start] == b"\n" for span in spans[1:])
+    assert span_documents(shards) == list(corpus.read_file(path)) == [text for text in records if text is not None]
+
+
+def test_a_bad_line_in_a_later_jsonl_span_is_named_by_its_byte_offset(tmp_path):
+    path = tmp_path / "corpus.jsonl"
+    good = json.dumps({"text": "In the beginning God created the heaven and the earth."}) + "\n"
+    path.write_text(good * 100 + "{not json\n" + good * 100)
+    spans = [span for shard in plan_shards([path], 1000) for span in shard]
+    bad = next(span for span in spans if span.start <= len(good) * 100 < span.stop)
+    assert bad.start > 0
+    with pytest.raises(CorpusError, match=rf"{path}', the line at byte {len(good) * 100}: invalid JSON"):
+        list(_span_documents(bad, OPTIONS))
+
+
+def write_row_groups(path: Path, lines: list[str | None]) -> None:
+    """`lines` as a Parquet file's text column, 10 rows per row group."""
+    import pyarrow
+    import pyarrow.parquet
+
+    with pyarrow.parquet.ParquetWriter(path, pyarrow.schema([("text", pyarrow.string())])) as writer:
+        for start in range(0, len(lines), 10):
+            writer.write_table(pyarrow.table({"text": lines[start : start + 10]}))
+
+
+def test_a_parquet_file_is_cut_between_row_groups(tmp_path):
+    pytest.importorskip("pyarrow")
+    path = tmp_path / "corpus.parquet"
+    lines = (DATA / "kjv.txt").read_text(encoding="utf-8").splitlines()
+    write_row_groups(path, lines)
+    shards = plan_shards([path], 2000)
+    spans = [span for shard in shards for span in shard]
+    assert len(spans) > 3 and all(span.stop is not None for span in spans)
+    assert spans[0].start == 0 and all(a.stop == b.start for a, b in zip(spans, spans[1:])) and spans[-1].stop == 18
+    assert "row groups 0.." in str(spans[0])
+    assert span_documents(shards) == lines
+    # A null in a later row group is named by its row in the whole file.
+    write_row_groups(path, lines[:45] + [None] + lines[46:])
+    bad = next(span for span in spans if span.start <= 4 < span.stop)
+    with pytest.raises(CorpusError, match=rf"{path}', row 45: column 'text' is null"):
+        list(_span_documents(bad, OPTIONS))
+
+
 def test_a_large_file_is_cut_into_spans_of_about_the_shard_size():
     path = DATA / "kjv.txt"
     shards = plan_shards([path], 4096)
@@ -57,11 +111,14 @@ def test_a_large_file_is_cut_into_spans_of_about_the_shard_size():
     assert sum(span.size for span in spans) == path.stat().st_size
 
 
-def test_small_files_are_grouped_and_compressed_ones_stay_whole(tmp_path):
+@pytest.mark.parametrize("suffix", [".txt.gz", ".jsonl.gz"])
+def test_small_files_are_grouped_and_compressed_ones_stay_whole(tmp_path, suffix):
     import gzip
 
-    big = tmp_path / "big.txt.gz"
-    big.write_bytes(gzip.compress((DATA / "kjv.txt").read_bytes(), mtime=0))
+    big = tmp_path / f"big{suffix}"
+    lines = (DATA / "kjv.txt").read_text(encoding="utf-8").splitlines()
+    text = "".join(json.dumps({"text": line}) + "\n" for line in lines) if "jsonl" in suffix else "\n".join(lines)
+    big.write_bytes(gzip.compress(text.encode(), mtime=0))
     small = [tmp_path / f"small-{i}.txt" for i in range(4)]
     for path in small:
         path.write_text("a few words\n" * 10)
