@@ -138,11 +138,13 @@ def test_chunks_need_tokens_that_spell_the_input():
 
 
 # Spaces in runs and at either end, accents composed and not, capitals, characters no training
-# text holds (unknown tokens, byte fallback), CJK, an emoji, tabs and newlines, and '▁' itself.
+# text holds (unknown tokens, byte fallback), CJK, an emoji, tabs and newlines, '▁' itself, and
+# the special tokens' text (added tokens).
 SUBWORD_ALPHABET = "abelst  \u00e9e\u0301\u00c9AB\u2603\u0416\u4e2d\u6587\U0001f600\t\n,.#\u2581"
 subword_texts = st.text(alphabet=SUBWORD_ALPHABET, max_size=30) | st.text(max_size=12)
 EDGE_TEXTS = ["", " ", "   ", "  lead and trail  ", "a  b   c", "\u2603\u2603 snow\u2603man \u2603",
-              "\u00c9t\u00e9 na\u00efve CAF\u00c9", "\u4e2d\u6587 \U0001f600!", "\u2581x \u2581 y", "#a ##b"]
+              "\u00c9t\u00e9 na\u00efve CAF\u00c9", "\u4e2d\u6587 \U0001f600!", "\u2581x \u2581 y", "#a ##b",
+              "a<unk>b <unk> [UNK]c"]
 
 # (model, normaliser, Metaspace's settings or None for BertPreTokenizer) of each file
 BUILDS = {

@@ -130,10 +130,11 @@ class HuggingFacePipeline(Pipeline):
         return text
 
     def token_spans(self, encoder: Any, vocab: list[bytes], text: str) -> tuple[list[int], bytes, list[int], np.ndarray]:
-        """For offsets: the ids of `text`, the text its words and added tokens spell after the
-        pre-tokeniser (UTF-8), for each of its characters the index of the original character
-        it stands for (as `aligned_text`), and each token's (start, end) bytes in it
-        (spans.py). ConfigError where the words or tokens do not line up with the text."""
+        """For offsets: the ids of `text`; the text its words (after the normaliser and the
+        pre-tokeniser) and added tokens spell, as UTF-8; for each of its characters the index of
+        the original character it stands for (-1: the empty span at 0; alignment.py has the
+        rule); and each token's (start, end) bytes in it (spans.py). ConfigError where the
+        words or tokens do not line up with the text."""
         text = self._text(text)
         if self._word_model is None:
             self._word_model = _word_model(self.record["model"], vocab)

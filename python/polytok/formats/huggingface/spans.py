@@ -74,11 +74,11 @@ class WordModel:
 
 
 def spelled_alignment(spelled: str, seen: str, origin: list[int]) -> list[int] | None:
-    """The alignment of `spelled` (the text the tokens spell) given that of `seen` (the
-    normalised text): characters they share keep theirs, whitespace only `spelled` has (a
-    prefix space) takes that of the character after it, as `tokenizers` aligns a prepended
-    character, and whitespace only `seen` has (split off by the pre-tokeniser) is skipped.
-    None where they differ otherwise."""
+    """The alignment of `spelled` (the pre-tokeniser's words back to back) given that of `seen`
+    (the normalised text they came from): characters they share keep theirs, whitespace only
+    `spelled` has (a prefix space) takes that of the character after it, as `tokenizers` aligns
+    a prepended character, and whitespace only `seen` has (dropped by the pre-tokeniser) is
+    skipped. None where they differ otherwise."""
     if spelled == seen:
         return origin
     out: list[int] = []
