@@ -86,31 +86,6 @@ class Pipeline(abc.ABC):
         }
 
 
-def spelled_alignment(spelled: str, seen: str, origin: list[int]) -> list[int] | None:
-    """The alignment of `spelled` (the text the tokens spell) given that of `seen` (the
-    normalised text): characters they share keep theirs, whitespace only `spelled` has (a
-    prefix space) takes that of the character after it, as `tokenizers` aligns a prepended
-    character, and whitespace only `seen` has (split off by the pre-tokeniser) is skipped.
-    None where they differ otherwise."""
-    if spelled == seen:
-        return origin
-    out: list[int] = []
-    at = 0
-    for char in spelled:
-        while at < len(seen) and seen[at] != char and not char.isspace() and seen[at].isspace():
-            at += 1
-        if at < len(seen) and seen[at] == char:
-            out.append(origin[at])
-            at += 1
-        elif char.isspace():
-            out.append(origin[at] if at < len(origin) else (origin[-1] if origin else -1))
-        else:
-            return None
-    if any(not char.isspace() for char in seen[at:]):
-        return None
-    return out
-
-
 class LoadedTokenizer(BaseTokenizer):
     """A tokeniser read from a HF tokenizer.json or SentencePiece model with its pipeline:
     `vocab[i]` is the bytes id i decodes to (added tokens included), `encoder` the core encoder
@@ -249,34 +224,26 @@ class LoadedTokenizer(BaseTokenizer):
     def pipeline_offsets(self, text: str | bytes, unit: str) -> tuple[list[int], np.ndarray]:
         """The ids of `text` and each token's (start, end) in it, in bytes or characters
         ("chars"). Where the tokens' bytes are the input's and no normaliser ran, they tile it
-        (offsets.py); where they spell the text the normaliser made (up to whitespace the
-        pre-tokeniser adds or drops), each token maps back through the normaliser's alignment
-        (formats/huggingface/alignment.py) to whole characters of the input, as `tokenizers`
-        maps it. ConfigError naming the stages otherwise."""
+        (offsets.py); otherwise, for a tokenizer.json, each token's place in its word
+        (formats/huggingface/spans.py) maps back through the pre-tokeniser's and the
+        normaliser's alignment (formats/huggingface/alignment.py) to whole characters of the
+        input, as `tokenizers` maps it. ConfigError for the other files."""
         from polytok.offsets import byte_offsets, input_bytes, to_character_offsets
 
-        ids = self.encode(text)
-        spelled = self.decode_bytes(ids)
         data = input_bytes(text)
-        offsets = byte_offsets(self, ids)
-        if spelled == data and getattr(self.pipeline, "normalizer", None) is None:
-            return ids, to_character_offsets(data, offsets) if unit == "chars" else offsets
-        original = text if isinstance(text, str) else data.decode("utf-8")
-        aligned = getattr(self.pipeline, "aligned_text", None)
-        origin = None
-        if aligned is not None:
-            try:
-                spelled_text = spelled.decode("utf-8")
-            except UnicodeDecodeError:
-                spelled_text = None
-            if spelled_text is not None:
-                origin = spelled_alignment(spelled_text, *aligned(original))
-        if origin is None:
+        if getattr(self.pipeline, "normalizer", None) is None:
+            ids = self.encode(text)
+            offsets = byte_offsets(self, ids)
+            if self.decode_bytes(ids) == data:
+                return ids, to_character_offsets(data, offsets) if unit == "chars" else offsets
+        token_spans = getattr(self.pipeline, "token_spans", None)
+        if token_spans is None:
             rewriting = ", ".join(f"{key}={value}" for key, value in self.pipeline.components.items() if value) or "its pipeline"
             raise ConfigError(
-                f"offsets need a pipeline whose tokens spell the input, or its normalised text up to whitespace; "
+                f"offsets need a pipeline whose tokens spell the input, or a tokenizer.json; "
                 f"the tokens of this {self.pipeline.kind} file do not ({rewriting}), so they do not map back to the input"
             )
+        ids, spelled, origin, offsets = token_spans(self._encoder, self.vocab, text)
         # tokenizers' rule: a token runs from the start of the original character its first
         # byte stands for to the end of the one its last byte stands for
         character_bytes = np.flatnonzero((np.frombuffer(spelled, dtype=np.uint8) & 0xC0) != 0x80)

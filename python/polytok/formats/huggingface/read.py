@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import regex
 
 from polytok.errors import ConfigError, EncodeError, FormatError, PatternError
@@ -22,6 +23,7 @@ from polytok.formats.huggingface.alignment import AlignedNormalizer, aligned_nor
 from polytok.formats.huggingface.decoders import Decoder, decoder as read_decoder
 from polytok.formats.huggingface.nodes import Fail
 from polytok.formats.huggingface.normalizers import Normalizer, normalizer as read_normalizer
+from polytok.formats.huggingface.spans import WordModel, spelled_alignment
 from polytok.formats.huggingface.pre_tokenizers import (
     PreTokenizerStep,
     core_split,
@@ -63,6 +65,10 @@ class HuggingFacePipeline(Pipeline):
         self._raw_added = _added_matcher([token for token in added if not token.get("normalized")], None)
         self._normalized_added = _added_matcher([token for token in added if token.get("normalized")], normalizer)
         self._aligned: AlignedNormalizer | None = None
+        # built on the first offsets call (token_spans)
+        self._word_model: WordModel | None = None
+        self._split_steps: list[PreTokenizerStep] | None = None
+        self._replacements = _metaspace_replacements(record.get("pre_tokenizer"))
 
     def encode(self, encoder: Any, text: str | bytes, split_added: bool = True) -> list[int]:
         """The ids of `text` through the file's pipeline and the core `encoder`."""
@@ -78,22 +84,7 @@ class HuggingFacePipeline(Pipeline):
     def _words(self, text: str | bytes, split_added: bool) -> tuple[bytes, list[int], list[tuple[int, int]]]:
         """The Python stages of the pipeline: the words of `text` back to back, their lengths,
         and each added token as (index of the word it precedes, id), for the core's encode_words."""
-        if not isinstance(text, str):
-            try:
-                text = bytes(text).decode("utf-8")
-            except (UnicodeDecodeError, TypeError) as error:
-                raise EncodeError(
-                    f"a tokeniser loaded from a {self.kind} file encodes text; the bytes given are not UTF-8 ({error})"
-                ) from None
-        elif not text.isascii():
-            try:
-                text.encode("utf-8")
-            except UnicodeEncodeError as error:
-                # tokenizers takes Rust strings, which cannot hold one either.
-                raise EncodeError(
-                    f"a tokeniser loaded from a {self.kind} file encodes valid Unicode; the text has a lone "
-                    f"surrogate U+{ord(text[error.start]):04X} at character {error.start}"
-                ) from None
+        text = self._text(text)
         words: list[bytes] = []
         added: list[tuple[int, int]] = []
 
@@ -118,28 +109,98 @@ class HuggingFacePipeline(Pipeline):
                     add_text(piece, first)
         return b"".join(words), [len(word) for word in words], added
 
-    def aligned_text(self, text: str) -> tuple[str, list[int]]:
-        """The text the tokens spell when the pre-tokeniser keeps every character (added tokens'
-        content, the normalised text between them) and for each of its characters the index of
+    def _text(self, text: str | bytes) -> str:
+        """`text` as a str; EncodeError for bytes that are not UTF-8 and for a lone surrogate."""
+        if not isinstance(text, str):
+            try:
+                text = bytes(text).decode("utf-8")
+            except (UnicodeDecodeError, TypeError) as error:
+                raise EncodeError(
+                    f"a tokeniser loaded from a {self.kind} file encodes text; the bytes given are not UTF-8 ({error})"
+                ) from None
+        elif not text.isascii():
+            try:
+                text.encode("utf-8")
+            except UnicodeEncodeError as error:
+                # tokenizers takes Rust strings, which cannot hold one either.
+                raise EncodeError(
+                    f"a tokeniser loaded from a {self.kind} file encodes valid Unicode; the text has a lone "
+                    f"surrogate U+{ord(text[error.start]):04X} at character {error.start}"
+                ) from None
+        return text
+
+    def token_spans(self, encoder: Any, vocab: list[bytes], text: str) -> tuple[list[int], bytes, list[int], np.ndarray]:
+        """For offsets: the ids of `text`; the text its words (after the normaliser and the
+        pre-tokeniser) and added tokens spell, as UTF-8; for each of its characters the index of
         the original character it stands for (-1: the empty span at 0; alignment.py has the
-        rule)."""
+        rule); and each token's (start, end) bytes in it (spans.py). ConfigError where the
+        words or tokens do not line up with the text."""
+        text = self._text(text)
+        if self._word_model is None:
+            self._word_model = _word_model(self.record["model"], vocab)
+            node = self.record.get("pre_tokenizer")
+            self._split_steps = None if node is None else read_pre_tokenizer(node, "pre_tokenizer", FormatError)[0]
         node = self.record.get("normalizer")
         if self._aligned is None and node is not None:
             self._aligned = aligned_normalizer(node)
-        seen: list[str] = []
+        items: list[tuple[str, int | None]] = []  # (word, None) or (added content, id), in order
         origin: list[int] = []
         for start, end, raw_id in _added_spans(text, self._raw_added):
             if raw_id is not None:
-                seen.append(text[start:end])
+                items.append((text[start:end], raw_id))
                 origin.extend(range(start, end))
                 continue
             normalized, alignment = text[start:end], list(range(start, end))
             if self._aligned is not None:
                 normalized, alignment = self._aligned(normalized, alignment)
-            for piece_start, piece_end, _ in _added_spans(normalized, self._normalized_added):
-                seen.append(normalized[piece_start:piece_end])
-                origin.extend(alignment[piece_start:piece_end])
-        return "".join(seen), origin
+            for piece_start, piece_end, piece_id in _added_spans(normalized, self._normalized_added):
+                piece, piece_origin = normalized[piece_start:piece_end], alignment[piece_start:piece_end]
+                if piece_id is not None:
+                    items.append((piece, piece_id))
+                    origin.extend(piece_origin)
+                    continue
+                words = [(piece, start == 0 and piece_start == 0)] if piece else []
+                for step in self._split_steps or ():
+                    words = step(words)
+                words = [word for word, _ in words if word]
+                word_origin = spelled_alignment(*(self._spaced(part) for part in ("".join(words), piece)), piece_origin)
+                if word_origin is None:
+                    raise self._misaligned("the pre-tokeniser's words")
+                items.extend((word, None) for word in words)
+                origin.extend(word_origin)
+        encoded = iter(encoder.encode_words_batch(
+            [(word.encode("utf-8"), [len(word.encode("utf-8"))], []) for word, token_id in items if token_id is None], 1))
+        ids: list[int] = []
+        spans: list[int] = []
+        at = 0
+        for word, token_id in items:
+            size = len(word.encode("utf-8"))
+            if token_id is not None:
+                ids.append(token_id)
+                spans += [at, at + size]
+            else:
+                word_ids = next(encoded)
+                lengths = self._word_model.lengths(word, word_ids)
+                if lengths is None:
+                    raise self._misaligned("the tokens")
+                ids += word_ids
+                for length in lengths:
+                    spans += [at, at + length]
+                    at += length
+                at -= size
+            at += size
+        spelled = "".join(word for word, _ in items).encode("utf-8")
+        return ids, spelled, origin, np.array(spans, dtype=np.int64).reshape(-1, 2)
+
+    def _spaced(self, text: str) -> str:
+        """`text` with Metaspace's replacement character read as the space it stands for."""
+        for replacement in self._replacements:
+            text = text.replace(replacement, " ")
+        return text
+
+    def _misaligned(self, what: str) -> ConfigError:
+        return ConfigError(f"offsets: {what} of this {self.kind} file do not line up with its normalised text, "
+                           f"so they do not map back to the input")
 
     def decode(self, ids: list[int]) -> str:
         """The text of `ids` as `tokenizers` decodes it (no tokens skipped)."""
@@ -151,6 +212,31 @@ class HuggingFacePipeline(Pipeline):
     def save_huggingface(self, path: str | Path) -> None:
         """Writes the file back as it was read, which keeps every id."""
         save_record(self.record, path)
+
+
+def _metaspace_replacements(node: Any) -> tuple[str, ...]:
+    """The replacement characters of the Metaspace nodes of a pre-tokenizer tree."""
+    if not isinstance(node, dict):
+        return ()
+    if node.get("type") == "Sequence":
+        return tuple(char for child in node.get("pretokenizers") or [] for char in _metaspace_replacements(child))
+    return (node.get("replacement", "\u2581"),) if node.get("type") == "Metaspace" else ()
+
+
+def _word_model(model: dict[str, Any], vocab: list[bytes]) -> WordModel:
+    """What spans.py needs of a (checked) model node; `vocab` the bytes each id stands for."""
+    kind = model.get("type") or "BPE"
+    entries = model["vocab"]
+    texts = [entry[0] for entry in entries] if kind == "Unigram" else list(entries)
+    if kind == "Unigram":
+        unk = model.get("unk_id")
+    else:
+        name = model.get("unk_token", "[UNK]" if kind == "WordPiece" else None)
+        unk = entries.get(name) if name is not None else None
+    continuation = (model.get("continuing_subword_prefix", "##") or "").encode("utf-8") if kind == "WordPiece" else None
+    return WordModel(surfaces=vocab, unk=unk, continuation=continuation,
+                     known=frozenset(text for text in texts if len(text) == 1),
+                     fuse_unk=kind == "Unigram" or bool(model.get("fuse_unk")))
 
 
 def _added_matcher(tokens: list[dict[str, Any]], normalizer: Normalizer | None) -> tuple[Any, dict[str, int]] | None:
