@@ -21,7 +21,7 @@ use std::collections::{BTreeMap, BinaryHeap};
 
 use rustc_hash::FxHashMap;
 
-use super::cache::{le_words, packed};
+use super::cache::{narrow_key, packed};
 use super::dropout::segment_with_dropout;
 use super::rng::SplitMix64;
 use super::{ByteRole, RandomKind, RandomSegmenter, Segmenter, VocabularyError};
@@ -61,7 +61,7 @@ pub struct TokenMap {
 
 #[inline(always)]
 fn small_key(bytes: &[u8]) -> u64 {
-    le_words(bytes).0 | (bytes.len() as u64) << 56
+    narrow_key(bytes)
 }
 
 #[inline(always)]
@@ -253,21 +253,14 @@ impl<R: MergeRule> Segmenter for MergesSegmenter<R> {
         Some(self)
     }
 
-    /// A single byte (a table lookup; a whole token costs a hash lookup, as the cache does).
-    #[inline(always)]
-    fn segment_directly(&self, piece: &[u8], out: &mut Vec<u32>) -> bool {
-        if piece.len() != 1 {
-            return false;
-        }
-        out.push(self.byte_ids[piece[0] as usize]);
-        true
+    fn byte_ids(&self) -> Option<&[u32; 256]> {
+        Some(&self.byte_ids)
     }
 
     fn segment(&self, piece: &[u8], out: &mut Vec<u32>) {
-        if self.segment_directly(piece, out) {
-            return;
-        }
-        if let Some(id) = self.whole.get(piece) {
+        if let &[byte] = piece {
+            out.push(self.byte_ids[byte as usize]);
+        } else if let Some(id) = self.whole.get(piece) {
             out.push(id);
         } else if piece.len() <= FLAT_SCAN_MAX_LEN {
             PARTS.with(|parts| self.merge_flat(piece, &mut parts.borrow_mut(), out));
