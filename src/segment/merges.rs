@@ -15,7 +15,7 @@
 //! Short pieces use a flat array scanned for the minimum (O(n^2), fastest for the few bytes of a
 //! typical pre-token); long ones a linked list swept rank by rank (linear but for sorting), so
 //! encoding time grows linearly even for megabytes of one character.
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 
@@ -24,6 +24,7 @@ use rustc_hash::FxHashMap;
 use super::cache::{narrow_key, packed};
 use super::dropout::segment_with_dropout;
 use super::rng::SplitMix64;
+use super::scratch::with_buffer;
 use super::{ByteRole, RandomKind, RandomSegmenter, Segmenter, VocabularyError};
 
 /// No merge: the rank of a pair that is not a token (also marks "no right neighbour").
@@ -358,16 +359,22 @@ impl<R: MergeRule> MergesSegmenter<R> {
     /// stale by a merge are skipped. The order is that of a heap of all pairs: lowest rank, then
     /// leftmost, as in `merge_flat`.
     fn merge_buckets(&self, piece: &[u8], out: &mut Vec<u32>) {
+        thread_local! {
+            static NODES: Cell<Vec<Node>> = const { Cell::new(Vec::new()) };
+        }
+        with_buffer(&NODES, |nodes| self.merge_nodes(piece, nodes, out));
+    }
+
+    /// `merge_buckets` with `nodes`, an empty buffer to hold the piece's nodes.
+    fn merge_nodes(&self, piece: &[u8], nodes: &mut Vec<Node>, out: &mut Vec<u32>) {
         let n = piece.len();
-        let mut nodes: Vec<Node> = (0..n)
-            .map(|i| Node {
-                next: i as u32 + 1,
-                prev: (i as u32).wrapping_sub(1),
-                id: self.byte_ids[piece[i] as usize],
-                rank: NONE,
-                merged: NONE,
-            })
-            .collect();
+        nodes.extend((0..n).map(|i| Node {
+            next: i as u32 + 1,
+            prev: (i as u32).wrapping_sub(1),
+            id: self.byte_ids[piece[i] as usize],
+            rank: NONE,
+            merged: NONE,
+        }));
         // A pair's join depends only on its two ids (their bytes are fixed), and a long piece
         // meets the same pairs again and again: remembering them saves hashing long byte strings.
         let mut joins: FxHashMap<u64, (u32, u32)> = FxHashMap::default();

@@ -6,6 +6,7 @@ pub mod encoder;
 pub mod longest_match;
 pub mod merges;
 pub mod rng;
+pub mod scratch;
 pub mod shortest_path;
 pub mod utf8;
 pub mod viterbi;
