@@ -24,7 +24,7 @@ use rustc_hash::FxHashMap;
 use super::cache::{narrow_key, packed};
 use super::dropout::segment_with_dropout;
 use super::rng::SplitMix64;
-use super::scratch::with_buffer;
+use super::scratch::{with_buffer, KEPT_BYTES};
 use super::{ByteRole, RandomKind, RandomSegmenter, Segmenter, VocabularyError};
 
 /// No merge: the rank of a pair that is not a token (also marks "no right neighbour").
@@ -361,12 +361,30 @@ impl<R: MergeRule> MergesSegmenter<R> {
     fn merge_buckets(&self, piece: &[u8], out: &mut Vec<u32>) {
         thread_local! {
             static NODES: Cell<Vec<Node>> = const { Cell::new(Vec::new()) };
+            /// Emptied buckets kept from earlier pieces.
+            static SPARE: Cell<Vec<Vec<u32>>> = const { Cell::new(Vec::new()) };
         }
-        with_buffer(&NODES, |nodes| self.merge_nodes(piece, nodes, out));
+        let mut spare = SPARE.take();
+        with_buffer(&NODES, |nodes| self.merge_nodes(piece, nodes, &mut spare, out));
+        // Keep the largest buckets, up to the bound of one reused buffer.
+        spare.sort_unstable_by_key(|bucket| Reverse(bucket.capacity()));
+        let mut kept_bytes = 0;
+        spare.retain(|bucket| {
+            kept_bytes += bucket.capacity() * std::mem::size_of::<u32>();
+            kept_bytes <= KEPT_BYTES
+        });
+        SPARE.set(spare);
     }
 
-    /// `merge_buckets` with `nodes`, an empty buffer to hold the piece's nodes.
-    fn merge_nodes(&self, piece: &[u8], nodes: &mut Vec<Node>, out: &mut Vec<u32>) {
+    /// `merge_buckets` with `nodes`, an empty buffer to hold the piece's nodes, and `spare`,
+    /// empty buckets to reuse (the piece's buckets are added to it, emptied, at the end).
+    fn merge_nodes(
+        &self,
+        piece: &[u8],
+        nodes: &mut Vec<Node>,
+        spare: &mut Vec<Vec<u32>>,
+        out: &mut Vec<u32>,
+    ) {
         let n = piece.len();
         nodes.extend((0..n).map(|i| Node {
             next: i as u32 + 1,
@@ -394,15 +412,17 @@ impl<R: MergeRule> MergesSegmenter<R> {
         };
         let mut pending: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
         for i in 0..n - 1 {
-            let (rank, merged) = join_at(&nodes, i);
+            let (rank, merged) = join_at(nodes, i);
             (nodes[i].rank, nodes[i].merged) = (rank, merged);
             if rank != NONE {
-                pending.entry(rank).or_default().push(i as u32);
+                pending
+                    .entry(rank)
+                    .or_insert_with(|| spare.pop().unwrap_or_default())
+                    .push(i as u32);
             }
         }
         let mut same_rank: BinaryHeap<Reverse<u32>> = BinaryHeap::new();
-        // Swept buckets, emptied, for later ranks to reuse: less fresh memory to fault in.
-        let mut spare: Vec<Vec<u32>> = Vec::new();
+        // Swept buckets, emptied, go to `spare` for later ranks to reuse: less fresh memory.
         while let Some((rank, mut positions)) = pending.pop_first() {
             positions.sort_unstable();
             same_rank.clear();
@@ -440,12 +460,12 @@ impl<R: MergeRule> MergesSegmenter<R> {
                             .push(position as u32);
                     }
                 };
-                let (new_rank, merged) = join_at(&nodes, i);
+                let (new_rank, merged) = join_at(nodes, i);
                 (nodes[i].rank, nodes[i].merged) = (new_rank, merged);
                 wait(i, new_rank);
                 if i > 0 {
                     let left = nodes[i].prev as usize;
-                    let (new_rank, merged) = join_at(&nodes, left);
+                    let (new_rank, merged) = join_at(nodes, left);
                     (nodes[left].rank, nodes[left].merged) = (new_rank, merged);
                     wait(left, new_rank);
                 }
