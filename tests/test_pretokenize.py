@@ -3,6 +3,7 @@ input, splits special tokens out first and is lossless on arbitrary bytes."""
 from __future__ import annotations
 
 import re
+import string
 from collections.abc import Callable
 from pathlib import Path
 
@@ -92,6 +93,41 @@ def test_character_tables_equal_regex_on_every_code_point() -> None:
 @given(text=preset_text)
 def test_preset_equals_regex_findall(pretokenizers: dict, name: str, text: str) -> None:
     assert pretokenizers[name].split(text) == findall_bytes(COMPILED[name], text)
+
+
+# Mostly ASCII, as most real text is: the presets' ASCII fast path cuts these, and gives way to
+# the full matcher wherever a run meets a non-ASCII character (which may be a letter, a mark, a
+# number or whitespace). Runs longer than 8 bytes reach the word-at-a-time letter scan.
+ascii_heavy = st.lists(
+    st.one_of(
+        st.text(alphabet=string.ascii_letters, min_size=1, max_size=20),
+        st.text(alphabet=string.ascii_lowercase, min_size=1, max_size=12),
+        st.text(alphabet=string.digits, min_size=1, max_size=7),
+        st.text(alphabet=" \t\n\r\x0b\x0c", min_size=1, max_size=5),
+        st.text(alphabet=string.punctuation, min_size=1, max_size=4),
+        st.sampled_from(["'s", "'T", "'ll", "'VE", "'re", "'d", "'M", "'ſ", " ", "  ", "\r\n", "/\n"]),
+        st.text(alphabet=st.sampled_from(TRICKY), min_size=1, max_size=2),
+    ),
+    max_size=16,
+).map("".join)
+
+
+@pytest.mark.parametrize("name", PRESET_NAMES)
+@settings(max_examples=1500, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=ascii_heavy)
+def test_preset_equals_regex_findall_on_mostly_ascii_text(pretokenizers: dict, name: str, text: str) -> None:
+    assert pretokenizers[name].split(text) == findall_bytes(COMPILED[name], text)
+
+
+@pytest.mark.parametrize("name", PRESET_NAMES)
+@settings(max_examples=500, deadline=None)
+@given(parts=st.lists(st.one_of(ascii_heavy, tricky_text, fragments).map(str.encode) | st.binary(max_size=3), max_size=8))
+def test_preset_equals_fancy_regex_on_arbitrary_bytes(name: str, parts: list[bytes]) -> None:
+    # fancy-regex (as tiktoken runs the pattern) on the same valid runs, invalid runs whole. Its
+    # Unicode tables are older than `regex`'s, so the text avoids characters added lately.
+    data = b"".join(parts)
+    generic = _core.PreTokenizer(PRESETS[name], [], True)
+    assert _core.PreTokenizer(PRESETS[name], [], False).split(data) == generic.split(data)
 
 
 @pytest.mark.parametrize("name", PRESET_NAMES)

@@ -55,9 +55,14 @@ class BaseTokenizer:
 
     def _policy(self, allowed_special: SpecialSet, disallowed_special: SpecialSet) -> Any:
         """The core's special-token policy (None: all special-token text is ordinary), cached."""
+        given = (allowed_special, disallowed_special)
+        try:  # the arguments as given, when hashable: no frozensets to build on every call
+            return self._policies[given]
+        except (KeyError, TypeError):
+            pass
         key = (_freeze(allowed_special), _freeze(disallowed_special))
         if key in self._policies:
-            return self._policies[key]
+            return self._remember(given, self._policies[key])
         allowed = set(self._special_tokens) if allowed_special == "all" else set(allowed_special)
         unknown = allowed - set(self._special_tokens)
         if unknown:
@@ -78,6 +83,15 @@ class BaseTokenizer:
             )
         if len(self._policies) < 64:
             self._policies[key] = policy
+        return self._remember(given, policy)
+
+    def _remember(self, given: tuple, policy: Any) -> Any:
+        """`policy`, also cached under the arguments as given when they can be a key."""
+        if len(self._policies) < 64:
+            try:
+                self._policies[given] = policy
+            except TypeError:  # a list or set among the arguments
+                pass
         return policy
 
     def _with_policy(self, encode: Callable[..., Result], *arguments: Any, batch: bool) -> Result:

@@ -2,6 +2,7 @@
 //! the standalone shortest-path segmenter. One constructor per segmenter kind; the readers of
 //! other libraries' files add theirs in `compat.rs`.
 use std::borrow::Cow;
+use std::cell::Cell;
 use std::sync::OnceLock;
 
 use numpy::{PyArray1, PyReadonlyArray1};
@@ -126,18 +127,36 @@ pub fn text_bytes<'a>(text: &'a Bound<'_, PyAny>) -> PyResult<Cow<'a, [u8]>> {
     )))
 }
 
+thread_local! {
+    /// The buffer one-text calls encode into before the ids are copied out, kept between calls
+    /// so that a call allocates nothing but its result (at most SCRATCH_KEPT ids are kept).
+    static SCRATCH: Cell<Vec<u32>> = const { Cell::new(Vec::new()) };
+}
+
+/// The most ids of capacity the scratch buffer keeps between calls (16 MB).
+const SCRATCH_KEPT: usize = 1 << 22;
+
 impl PyEncoder {
-    fn encode_one(
+    /// `output(ids)` on the ids of one text, encoded into this thread's scratch buffer.
+    fn encode_one<'py, T>(
         &self,
-        py: Python<'_>,
-        text: &Bound<'_, PyAny>,
+        py: Python<'py>,
+        text: &Bound<'py, PyAny>,
         policy: Option<&SpecialPolicy>,
-    ) -> PyResult<Vec<u32>> {
+        output: impl FnOnce(&[u32]) -> PyResult<T>,
+    ) -> PyResult<T> {
         let text = text_bytes(text)?;
-        let mut ids = Vec::new();
-        py.detach(|| self.inner.encode_into(&text, policy, &mut ids))
-            .map_err(|token| special_found(py, &token, 0))?;
-        Ok(ids)
+        let mut ids = SCRATCH.take();
+        ids.clear();
+        let encoded = py.detach(|| self.inner.encode_into(&text, policy, &mut ids));
+        let result = match encoded {
+            Ok(()) => output(&ids),
+            Err(token) => Err(special_found(py, &token, 0)),
+        };
+        if ids.capacity() <= SCRATCH_KEPT {
+            SCRATCH.set(ids);
+        }
+        result
     }
 
     /// The segmenter's random cut of kind `kind` ("sample" or "dropout"), or why there is none.
@@ -259,8 +278,7 @@ impl PyEncoder {
         text: &Bound<'py, PyAny>,
         policy: Option<PyRef<'py, PySpecialPolicy>>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let ids = self.encode_one(py, text, core_policy(&policy))?;
-        self.id_list(py, &ids)
+        self.encode_one(py, text, core_policy(&policy), |ids| self.id_list(py, ids))
     }
 
     /// The most pieces each thread caches for this encoder (0: no cache).
@@ -281,8 +299,9 @@ impl PyEncoder {
         text: &Bound<'py, PyAny>,
         policy: Option<PyRef<'py, PySpecialPolicy>>,
     ) -> PyResult<Bound<'py, PyArray1<u32>>> {
-        let ids = self.encode_one(py, text, core_policy(&policy))?;
-        Ok(PyArray1::from_vec(py, ids))
+        self.encode_one(py, text, core_policy(&policy), |ids| {
+            Ok(PyArray1::from_slice(py, ids))
+        })
     }
 
     /// Ids of many texts, in parallel with the GIL released; the order of the input is kept.

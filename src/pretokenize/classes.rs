@@ -14,9 +14,27 @@ const BLOCK_BITS: u32 = 8;
 const BLOCK_SIZE: usize = 1 << BLOCK_BITS;
 const CODE_POINTS: usize = 0x110000;
 
+/// Kinds of bytes for the ASCII fast path of the preset matchers (`CharClasses::kind`): one bit
+/// each, so a run of several kinds is one mask test.
+pub const UPPER_BYTE: u8 = 1;
+/// `a-z`.
+pub const LOWER_BYTE: u8 = 2;
+/// `0-9`.
+pub const DIGIT_BYTE: u8 = 4;
+/// ASCII `\s` other than `\r` and `\n`.
+pub const SPACE_BYTE: u8 = 8;
+/// `\r` and `\n`.
+pub const NEWLINE_BYTE: u8 = 16;
+/// ASCII `[^\s\p{L}\p{N}]`: punctuation, symbols, controls.
+pub const OTHER_BYTE: u8 = 32;
+/// A byte the fast path does not decide: the start of a non-ASCII character.
+pub const HIGH_BYTE: u8 = 64;
+
 pub struct CharClasses {
     /// Flags of the 128 ASCII characters: the hot path never touches the block table.
     ascii: [u8; 128],
+    /// The fast-path kind of every byte value (`UPPER_BYTE` ...).
+    kind: [u8; 256],
     /// Block number of each 256-code-point block.
     block_of: Vec<u16>,
     /// The distinct blocks, concatenated.
@@ -48,7 +66,17 @@ impl CharClasses {
             });
             block_of.push(number);
         }
-        CharClasses { ascii, block_of, blocks }
+        let mut kind = [HIGH_BYTE; 256];
+        for byte in 0..128u8 {
+            kind[byte as usize] = byte_kind(byte, ascii[byte as usize]);
+        }
+        CharClasses { ascii, kind, block_of, blocks }
+    }
+
+    /// The fast-path kind of `byte` (`UPPER_BYTE` ...).
+    #[inline(always)]
+    pub fn kind(&self, byte: u8) -> u8 {
+        self.kind[byte as usize]
     }
 
     #[inline(always)]
@@ -71,6 +99,21 @@ impl CharClasses {
         }
         let (code_point, length) = decode(text, at);
         (self.of(code_point), length)
+    }
+}
+
+/// The fast-path kind of an ASCII byte with class `flags`. A letter must be exactly one of the
+/// two o200k cases; anything the kinds cannot express is `HIGH_BYTE` (left to the full matcher).
+fn byte_kind(byte: u8, flags: u8) -> u8 {
+    let case = flags & (UPPER_OR_TITLE | LOWER);
+    match flags & (LETTER | NUMBER | SPACE) {
+        LETTER if case == UPPER_OR_TITLE => UPPER_BYTE,
+        LETTER if case == LOWER => LOWER_BYTE,
+        NUMBER if case == 0 => DIGIT_BYTE,
+        SPACE if case == 0 && (byte == b'\r' || byte == b'\n') => NEWLINE_BYTE,
+        SPACE if case == 0 => SPACE_BYTE,
+        0 if case == 0 => OTHER_BYTE,
+        _ => HIGH_BYTE,
     }
 }
 

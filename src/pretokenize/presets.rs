@@ -5,7 +5,15 @@
 //! possessive and lookahead parts are resolved directly on the runs of character classes
 //! (no backtracking), so every preset splits in linear time. The reasoning for each
 //! alternative is next to its code; tests compare with `regex.findall` on arbitrary text.
-use super::classes::{decode, CharClasses, LETTER, LOWER, NUMBER, SPACE, UPPER_OR_TITLE};
+//!
+//! cl100k, nanochat and o200k first try an ASCII fast path: a 256-entry table gives each byte's
+//! kind, and a piece made of ASCII bytes is cut from the kinds alone. Whenever the answer could
+//! depend on a non-ASCII character (a run reaches one), the fast path gives up and the full
+//! matcher decides from the same start, so both paths give the same pieces by construction.
+use super::classes::{
+    decode, CharClasses, DIGIT_BYTE, HIGH_BYTE, LETTER, LOWER, LOWER_BYTE, NEWLINE_BYTE, NUMBER,
+    OTHER_BYTE, SPACE, SPACE_BYTE, UPPER_BYTE, UPPER_OR_TITLE,
+};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Preset {
@@ -68,9 +76,19 @@ impl Preset {
         let scanner = Scanner { text, classes: CharClasses::get() };
         match self {
             Preset::Gpt2 => scanner.for_each(f, Scanner::gpt2),
-            Preset::Cl100k => scanner.for_each(f, Scanner::cl100k),
-            Preset::O200k => scanner.for_each(f, Scanner::o200k),
-            Preset::Nanochat => scanner.for_each(f, Scanner::nanochat),
+            Preset::Cl100k => scanner.for_each(f, |scanner, start| {
+                scanner
+                    .gpt4_style_ascii(start, 3, SpaceRule::EndThenLineBreak)
+                    .unwrap_or_else(|| scanner.cl100k(start))
+            }),
+            Preset::O200k => scanner.for_each(f, |scanner, start| {
+                scanner.o200k_ascii(start).unwrap_or_else(|| scanner.o200k(start))
+            }),
+            Preset::Nanochat => scanner.for_each(f, |scanner, start| {
+                scanner
+                    .gpt4_style_ascii(start, 2, SpaceRule::LineBreakFirst)
+                    .unwrap_or_else(|| scanner.nanochat(start))
+            }),
         }
     }
 }
@@ -264,7 +282,12 @@ impl<'a> Scanner<'a> {
     /// The preset's whitespace alternatives (see `SpaceRule`) from whitespace at `start`.
     #[inline(always)]
     fn space(&self, start: usize, rule: SpaceRule) -> usize {
-        let run = self.space_run(start);
+        self.space_rule(start, self.space_run(start), rule)
+    }
+
+    /// The end of the whitespace piece at `start`, given the whitespace run from there.
+    #[inline(always)]
+    fn space_rule(&self, start: usize, run: SpaceRun, rule: SpaceRule) -> usize {
         let line_break = match rule {
             SpaceRule::EndThenLookahead => None,
             _ => run.after_last_newline,
@@ -399,5 +422,220 @@ impl<'a> Scanner<'a> {
             return self.bytes_in(end, b"\r\n/");
         }
         self.space(start, SpaceRule::LineBreakFirst)
+    }
+}
+
+const HIGH_BITS: u64 = 0x8080_8080_8080_8080;
+
+/// `byte` in every byte of a word.
+const fn splat(byte: u8) -> u64 {
+    0x0101_0101_0101_0101 * byte as u64
+}
+
+/// The high bit of each byte of `word` set where that byte is in `low..=high` (ASCII bounds).
+/// The high bits are cleared before adding, so no sum carries into the next byte.
+#[inline(always)]
+fn bytes_between(word: u64, low: u8, high: u8) -> u64 {
+    let seven_bits = word & !HIGH_BITS;
+    let at_least_low = seven_bits.wrapping_add(splat(0x80 - low));
+    let above_high = seven_bits.wrapping_add(splat(0x7F - high));
+    at_least_low & !above_high & !word & HIGH_BITS
+}
+
+/// For the letter kinds (`UPPER_BYTE`, `LOWER_BYTE` or both), the word-at-a-time test of
+/// membership; None for other kinds. `A-Z` or'ed with 0x20 is `a-z`, and nothing else is.
+#[inline(always)]
+fn letter_ranges(kinds: u8) -> Option<fn(u64) -> u64> {
+    match kinds {
+        UPPER_BYTE => Some(|word| bytes_between(word, b'A', b'Z')),
+        LOWER_BYTE => Some(|word| bytes_between(word, b'a', b'z')),
+        LETTER_BYTES => Some(|word| bytes_between(word | splat(0x20), b'a', b'z')),
+        _ => None,
+    }
+}
+
+const LETTER_BYTES: u8 = UPPER_BYTE | LOWER_BYTE;
+
+/// The ASCII fast path: each function returns the end of the piece at `start` when ASCII bytes
+/// alone decide it, and None as soon as a run reaches a non-ASCII byte (whose class could change
+/// the answer); the full matcher then decides.
+impl<'a> Scanner<'a> {
+    /// The fast-path kind of the byte at `at`, 0 (no kind: every run stops) at the end.
+    #[inline(always)]
+    fn kind_at(&self, at: usize) -> u8 {
+        match self.text.get(at) {
+            Some(&byte) => self.classes.kind(byte),
+            None => 0,
+        }
+    }
+
+    /// The end of the run from `at` of bytes whose kind is in `kinds`; None if it stops at a
+    /// non-ASCII byte.
+    #[inline(always)]
+    fn ascii_run(&self, mut at: usize, kinds: u8) -> Option<usize> {
+        let text = self.text;
+        if let Some(ranges) = letter_ranges(kinds) {
+            // Eight bytes at a time: the run's length within a word is one count of zero bits.
+            while let Some(chunk) = text.get(at..at + 8) {
+                let word = u64::from_le_bytes(chunk.try_into().unwrap());
+                let inside = ranges(word);
+                let length = (!inside & HIGH_BITS).trailing_zeros() as usize / 8;
+                at += length;
+                if length < 8 {
+                    return (self.classes.kind(text[at]) != HIGH_BYTE).then_some(at);
+                }
+            }
+        }
+        while at < text.len() {
+            let kind = self.classes.kind(text[at]);
+            if kind & kinds == 0 {
+                return (kind != HIGH_BYTE).then_some(at);
+            }
+            at += 1;
+        }
+        Some(at)
+    }
+
+    /// The end of at most `limit` ASCII digits from `at`; None if fewer stop at a non-ASCII byte
+    /// (which could be a number).
+    #[inline(always)]
+    fn ascii_digits(&self, start: usize, limit: usize) -> Option<usize> {
+        let end = self.text.len().min(start + limit);
+        let mut at = start;
+        while at < end {
+            match self.classes.kind(self.text[at]) {
+                DIGIT_BYTE => at += 1,
+                HIGH_BYTE => return None,
+                _ => break,
+            }
+        }
+        Some(at)
+    }
+
+    /// The preset's whitespace alternatives from ASCII whitespace at `start`; None if the run
+    /// reaches a non-ASCII byte (which could be whitespace).
+    #[inline(always)]
+    fn ascii_space(&self, start: usize, rule: SpaceRule) -> Option<usize> {
+        let text = self.text;
+        let mut at = start;
+        let mut after_last_newline = None;
+        while at < text.len() {
+            let kind = self.classes.kind(text[at]);
+            if kind & (SPACE_BYTE | NEWLINE_BYTE) == 0 {
+                if kind == HIGH_BYTE {
+                    return None;
+                }
+                break;
+            }
+            if kind == NEWLINE_BYTE {
+                after_last_newline = Some(at + 1);
+            }
+            at += 1;
+        }
+        let run = SpaceRun { end: at, last_start: at - 1, after_last_newline };
+        Some(self.space_rule(start, run, rule))
+    }
+
+    /// ` ?[^\s\p{L}\p{N}]++` from `at` (an ASCII punctuation byte), then the bytes of `trail`.
+    #[inline(always)]
+    fn ascii_other(&self, at: usize, trail: &[u8]) -> Option<usize> {
+        let end = self.ascii_run(at, OTHER_BYTE)?;
+        Some(self.bytes_in(end, trail))
+    }
+
+    /// cl100k and nanochat: `'(?i:[sdmt]|ll|ve|re)|[^\r\n\p{L}\p{N}]?+\p{L}++|\p{N}{1,digits}|
+    /// ?[^\s\p{L}\p{N}]++[\r\n]*` and the whitespace alternatives of `rule`.
+    #[inline(always)]
+    fn gpt4_style_ascii(&self, start: usize, digits: usize, rule: SpaceRule) -> Option<usize> {
+        let kind = self.classes.kind(self.text[start]);
+        match kind {
+            UPPER_BYTE | LOWER_BYTE => return self.ascii_run(start + 1, LETTER_BYTES),
+            DIGIT_BYTE => return self.ascii_digits(start, digits),
+            NEWLINE_BYTE => return self.ascii_space(start, rule),
+            HIGH_BYTE => return None,
+            _ => {} // whitespace or punctuation: it may be the prefix of a word
+        }
+        if let Some(end) = self.contraction(start, true) {
+            return Some(end);
+        }
+        let next = self.kind_at(start + 1);
+        if next & LETTER_BYTES != 0 {
+            return self.ascii_run(start + 2, LETTER_BYTES);
+        }
+        if next == HIGH_BYTE {
+            return None;
+        }
+        if kind == OTHER_BYTE {
+            return self.ascii_other(start, b"\r\n");
+        }
+        if self.text[start] == b' ' && next == OTHER_BYTE {
+            return self.ascii_other(start + 1, b"\r\n");
+        }
+        self.ascii_space(start, rule)
+    }
+
+    /// o200k's `[\p{Lu}..]*[\p{Ll}..]+|[\p{Lu}..]+[\p{Ll}..]*` on ASCII letters from `at` (a
+    /// letter), with the optional contraction: upper case, then lower case.
+    #[inline(always)]
+    fn o200k_ascii_word(&self, at: usize) -> Option<usize> {
+        let upper_end = self.ascii_run(at, UPPER_BYTE)?;
+        let end = self.ascii_run(upper_end, LOWER_BYTE)?;
+        if end < self.text.len() {
+            if let Some(contraction_end) = self.contraction(end, true) {
+                return Some(contraction_end);
+            }
+        }
+        Some(end)
+    }
+
+    /// o200k: the two word alternatives, `\p{N}{1,3}`, ` ?[^\s\p{L}\p{N}]+[\r\n/]*` and the
+    /// whitespace alternatives.
+    #[inline(always)]
+    fn o200k_ascii(&self, start: usize) -> Option<usize> {
+        let kind = self.classes.kind(self.text[start]);
+        match kind {
+            UPPER_BYTE | LOWER_BYTE => return self.o200k_ascii_word(start),
+            DIGIT_BYTE => return self.ascii_digits(start, 3),
+            NEWLINE_BYTE => return self.ascii_space(start, SpaceRule::LineBreakFirst),
+            HIGH_BYTE => return None,
+            _ => {} // whitespace or punctuation: it may be the prefix of a word
+        }
+        let next = self.kind_at(start + 1);
+        if next & (UPPER_BYTE | LOWER_BYTE) != 0 {
+            return self.o200k_ascii_word(start + 1);
+        }
+        if next == HIGH_BYTE {
+            return None;
+        }
+        if kind == OTHER_BYTE {
+            return self.ascii_other(start, b"\r\n/");
+        }
+        if self.text[start] == b' ' && next == OTHER_BYTE {
+            return self.ascii_other(start + 1, b"\r\n/");
+        }
+        self.ascii_space(start, SpaceRule::LineBreakFirst)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn word_at_a_time_letter_tests_equal_the_byte_kinds() {
+        let classes = CharClasses::get();
+        for kinds in [UPPER_BYTE, LOWER_BYTE, LETTER_BYTES] {
+            let ranges = letter_ranges(kinds).unwrap();
+            for byte in 0..=255u8 {
+                let expected = classes.kind(byte) & kinds != 0;
+                // Alone, and between neighbours that could carry into it.
+                for fill in [0x00, 0x7F, 0x80, 0xFF, b'z', b'A'] {
+                    let mut bytes = [fill; 8];
+                    bytes[3] = byte;
+                    let inside = ranges(u64::from_le_bytes(bytes));
+                    assert_eq!(inside >> 31 & 1 == 1, expected, "kinds {kinds} byte {byte:#x} fill {fill:#x}");
+                }
+            }
+        }
     }
 }

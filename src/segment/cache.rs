@@ -6,6 +6,12 @@
 //! a miss computes: the cache changes time, never ids. Each thread has its own tables (no locks;
 //! rayon's workers keep theirs between calls), one per encoder recently used on that thread,
 //! told apart by the encoder's serial number (never reused, unlike an address).
+//!
+//! Almost every piece has at most 7 bytes and 2 ids: those live in a four-way set-associative
+//! array whose sets are one cache line each (the piece's bytes packed into a u64 are the key),
+//! so a hit reads one line and a working set larger than the table loses only its rarest
+//! pieces (a new piece evicts the oldest of its set). Pieces of up to 15 bytes and 3 ids live in
+//! a second such array (two slots a line, u128 keys); the rest in a hash map emptied when full.
 use std::cell::RefCell;
 
 use rustc_hash::FxHashMap;
@@ -17,7 +23,49 @@ pub const MAX_CACHED_PIECE: usize = 64;
 /// Encoders whose tables a thread keeps at once (the least recently used one is dropped).
 const TABLES_PER_THREAD: usize = 4;
 
-/// Ids of a piece: up to three inline, or (marked by INDIRECT) a span of `PieceCache::spill`.
+/// The most lines of an array (16 M), whatever the configured size.
+const MAX_LINE_BITS: u32 = 24;
+
+/// No id: marks the unused second id of a narrow slot.
+const NO_ID: u32 = u32::MAX;
+
+/// A piece of up to 7 bytes (key: bytes and length packed, 0 for an empty slot) with one or two
+/// ids (the second NO_ID if there is one).
+#[derive(Clone, Copy)]
+struct NarrowSlot {
+    key: u64,
+    ids: [u32; 2],
+}
+
+/// A piece of up to 15 bytes with up to three ids; key 0 (no piece packs to it) marks an empty slot.
+#[derive(Clone, Copy)]
+struct WideSlot {
+    key: u128,
+    count: u32,
+    ids: [u32; 3],
+}
+
+/// One cache line of slots, the most recently stored first.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct Line<T: Copy, const N: usize>([T; N]);
+
+impl<T: Copy, const N: usize> Line<T, N> {
+    /// Stores `slot` first, dropping the last (oldest) one.
+    #[inline(always)]
+    fn store(&mut self, slot: T) {
+        self.0.copy_within(..N - 1, 1);
+        self.0[0] = slot;
+    }
+}
+
+/// The line of a key in an array of 2^bits lines: the top bits of a multiplicative hash.
+#[inline(always)]
+fn line_of(key: u64, bits: u32) -> usize {
+    ((key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as usize) & ((1 << bits) - 1)
+}
+
+/// Ids of a piece in the map: up to three inline, or (marked by INDIRECT) a span of `spill`.
 #[derive(Clone, Copy)]
 struct Entry {
     length: u32,
@@ -26,13 +74,19 @@ struct Entry {
 
 const INDIRECT: u32 = 1 << 31;
 
-/// One encoder's table on one thread. Pieces of up to 15 bytes (almost all) are keyed by
-/// their bytes packed into a u128, so a lookup hashes and compares integers.
+/// One encoder's table on one thread.
 pub struct PieceCache {
     owner: u64,
-    short: FxHashMap<u128, Entry>,
-    long: FxHashMap<Box<[u8]>, Entry>,
-    /// The ids of pieces with more than three, back to back.
+    /// The configured size it was made for (see `with_table`).
+    capacity: usize,
+    narrow: Vec<Line<NarrowSlot, 4>>,
+    narrow_bits: u32,
+    wide: Vec<Line<WideSlot, 2>>,
+    wide_bits: u32,
+    /// The pieces the arrays do not take, and the most it holds before it is emptied.
+    other: FxHashMap<Box<[u8]>, Entry>,
+    other_capacity: usize,
+    /// The ids of pieces in `other` with more than three, back to back.
     spill: Vec<u32>,
 }
 
@@ -66,36 +120,57 @@ pub fn le_words(bytes: &[u8]) -> (u64, u64) {
 }
 
 impl PieceCache {
-    fn new(owner: u64) -> Self {
+    /// A table for about `capacity` pieces: half of them in the narrow array, a quarter in the
+    /// wide one (each rounded down to a power of two, at least one line), a quarter in the map.
+    fn new(owner: u64, capacity: usize) -> Self {
+        let bits = |slots: usize, per_line: usize| (slots / per_line).max(1).ilog2().min(MAX_LINE_BITS);
+        let (narrow_bits, wide_bits) = (bits(capacity / 2, 4), bits(capacity / 4, 2));
+        let empty_narrow = NarrowSlot { key: 0, ids: [NO_ID; 2] };
+        let empty_wide = WideSlot { key: 0, count: 0, ids: [0; 3] };
         PieceCache {
             owner,
-            short: FxHashMap::default(),
-            long: FxHashMap::default(),
+            capacity,
+            narrow: vec![Line([empty_narrow; 4]); 1 << narrow_bits],
+            narrow_bits,
+            wide: vec![Line([empty_wide; 2]); 1 << wide_bits],
+            wide_bits,
+            other: FxHashMap::default(),
+            other_capacity: (capacity / 4).max(1),
             spill: Vec::new(),
         }
     }
 
-    fn clear(&mut self) {
-        self.short.clear();
-        self.long.clear();
-        self.spill.clear();
-    }
-
-    /// The number of pieces held.
-    fn len(&self) -> usize {
-        self.short.len() + self.long.len()
+    #[inline(always)]
+    fn wide_line(&self, key: u128) -> usize {
+        line_of((key as u64) ^ ((key >> 64) as u64).rotate_left(29), self.wide_bits)
     }
 
     /// Appends the cached ids of `piece` (at most MAX_CACHED_PIECE bytes) to `out`; false if
     /// the piece is not cached.
     #[inline(always)]
     pub fn extend(&self, piece: &[u8], out: &mut Vec<u32>) -> bool {
-        let entry = if piece.len() < 16 {
-            self.short.get(&packed(piece))
-        } else {
-            self.long.get(piece)
-        };
-        let Some(entry) = entry else {
+        if piece.len() < 8 {
+            let key = narrow_key(piece);
+            for slot in &self.narrow[line_of(key, self.narrow_bits)].0 {
+                if slot.key == key {
+                    push_ids(out, [slot.ids[0], slot.ids[1], 0], 1 + (slot.ids[1] != NO_ID) as usize);
+                    return true;
+                }
+            }
+        }
+        if piece.len() < 16 {
+            let key = packed(piece);
+            for slot in &self.wide[self.wide_line(key)].0 {
+                if slot.key == key {
+                    push_ids(out, slot.ids, slot.count as usize);
+                    return true;
+                }
+            }
+            if self.other.is_empty() {
+                return false;
+            }
+        }
+        let Some(entry) = self.other.get(piece) else {
             return false;
         };
         if entry.length & INDIRECT == 0 {
@@ -108,32 +183,58 @@ impl PieceCache {
         true
     }
 
-    /// Stores `ids` as the cut of `piece` (at most MAX_CACHED_PIECE bytes); a full table
-    /// (`capacity` pieces) is emptied first.
-    pub fn insert(&mut self, piece: &[u8], ids: &[u32], capacity: usize) {
-        if self.len() >= capacity {
-            self.clear();
+    /// Stores `ids` as the cut of `piece` (at most MAX_CACHED_PIECE bytes, not cached yet): in
+    /// an array, evicting the oldest slot of its line, or in the map, emptied first when full.
+    pub fn insert(&mut self, piece: &[u8], ids: &[u32]) {
+        if piece.len() < 8 && ids.len() <= 2 {
+            let key = narrow_key(piece);
+            let second = ids.get(1).copied().unwrap_or(NO_ID);
+            let line = line_of(key, self.narrow_bits);
+            self.narrow[line].store(NarrowSlot { key, ids: [ids[0], second] });
+            return;
+        }
+        if piece.len() < 16 && ids.len() <= 3 {
+            let key = packed(piece);
+            let mut inline = [0; 3];
+            inline[..ids.len()].copy_from_slice(ids);
+            let line = self.wide_line(key);
+            self.wide[line].store(WideSlot { key, count: ids.len() as u32, ids: inline });
+            return;
+        }
+        if self.other.len() >= self.other_capacity {
+            self.other.clear();
+            self.spill.clear();
         }
         let entry = if ids.len() <= 3 {
             let mut inline = [0; 3];
             inline[..ids.len()].copy_from_slice(ids);
-            Entry {
-                length: ids.len() as u32,
-                ids: inline,
-            }
+            Entry { length: ids.len() as u32, ids: inline }
         } else {
             let start = self.spill.len() as u32;
             self.spill.extend_from_slice(ids);
-            Entry {
-                length: ids.len() as u32 | INDIRECT,
-                ids: [start, 0, 0],
-            }
+            Entry { length: ids.len() as u32 | INDIRECT, ids: [start, 0, 0] }
         };
-        if piece.len() < 16 {
-            self.short.insert(packed(piece), entry);
-        } else {
-            self.long.insert(piece.into(), entry);
-        }
+        self.other.insert(piece.into(), entry);
+    }
+}
+
+/// The key of a piece of 1 to 7 bytes: its bytes, little-endian, with the length in the top byte.
+#[inline(always)]
+pub fn narrow_key(bytes: &[u8]) -> u64 {
+    le_words(bytes).0 | (bytes.len() as u64) << 56
+}
+
+/// Appends the first `count` (at most 3) of `ids` to `out`: one fixed-size store instead of a
+/// copy of variable length.
+#[inline(always)]
+fn push_ids(out: &mut Vec<u32>, ids: [u32; 3], count: usize) {
+    out.reserve(3);
+    let length = out.len();
+    // SAFETY: `reserve` made room for three more ids; only the first `count` (<= 3) of them,
+    // all written here, become part of the vector.
+    unsafe {
+        out.as_mut_ptr().add(length).cast::<[u32; 3]>().write_unaligned(ids);
+        out.set_len(length + count);
     }
 }
 
@@ -142,8 +243,9 @@ thread_local! {
     static TABLES: RefCell<Vec<PieceCache>> = const { RefCell::new(Vec::new()) };
 }
 
-/// Runs `work` with this thread's table for the encoder numbered `owner`.
-pub fn with_table<T>(owner: u64, work: impl FnOnce(&mut PieceCache) -> T) -> T {
+/// Runs `work` with this thread's table for the encoder numbered `owner`, made for `capacity`
+/// pieces (a table made for another size is made afresh).
+pub fn with_table<T>(owner: u64, capacity: usize, work: impl FnOnce(&mut PieceCache) -> T) -> T {
     TABLES.with(|tables| {
         let mut tables = tables.borrow_mut();
         match tables.iter().position(|table| table.owner == owner) {
@@ -153,8 +255,11 @@ pub fn with_table<T>(owner: u64, work: impl FnOnce(&mut PieceCache) -> T) -> T {
                 if tables.len() == TABLES_PER_THREAD {
                     tables.pop();
                 }
-                tables.insert(0, PieceCache::new(owner));
+                tables.insert(0, PieceCache::new(owner, capacity));
             }
+        }
+        if tables[0].capacity != capacity {
+            tables[0] = PieceCache::new(owner, capacity);
         }
         work(&mut tables[0])
     })

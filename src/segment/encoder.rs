@@ -141,15 +141,17 @@ impl Encoder {
                 .for_each_piece(text, |piece| self.segmenter.segment(piece, out));
             return;
         }
-        cache::with_table(self.serial, |table| {
+        let byte_ids = self.segmenter.byte_ids();
+        cache::with_table(self.serial, capacity, |table| {
             self.pretokenizer.for_each_piece(text, |piece| {
-                if piece.len() > MAX_CACHED_PIECE {
+                if let (Some(byte_ids), &[byte]) = (byte_ids, piece) {
+                    out.push(byte_ids[byte as usize]);
+                } else if piece.len() > MAX_CACHED_PIECE {
                     self.segmenter.segment(piece, out);
-                } else if !self.segmenter.segment_directly(piece, out) && !table.extend(piece, out)
-                {
+                } else if !table.extend(piece, out) {
                     let start = out.len();
                     self.segmenter.segment(piece, out);
-                    table.insert(piece, &out[start..], capacity);
+                    table.insert(piece, &out[start..]);
                 }
             })
         })

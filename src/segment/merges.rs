@@ -15,15 +15,16 @@
 //! Short pieces use a flat array scanned for the minimum (O(n^2), fastest for the few bytes of a
 //! typical pre-token); long ones a linked list swept rank by rank (linear but for sorting), so
 //! encoding time grows linearly even for megabytes of one character.
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::cmp::Reverse;
 use std::collections::{BTreeMap, BinaryHeap};
 
 use rustc_hash::FxHashMap;
 
-use super::cache::{le_words, packed};
+use super::cache::{narrow_key, packed};
 use super::dropout::segment_with_dropout;
 use super::rng::SplitMix64;
+use super::scratch::{with_buffer, KEPT_BYTES};
 use super::{ByteRole, RandomKind, RandomSegmenter, Segmenter, VocabularyError};
 
 /// No merge: the rank of a pair that is not a token (also marks "no right neighbour").
@@ -61,7 +62,7 @@ pub struct TokenMap {
 
 #[inline(always)]
 fn small_key(bytes: &[u8]) -> u64 {
-    le_words(bytes).0 | (bytes.len() as u64) << 56
+    narrow_key(bytes)
 }
 
 #[inline(always)]
@@ -253,21 +254,14 @@ impl<R: MergeRule> Segmenter for MergesSegmenter<R> {
         Some(self)
     }
 
-    /// A single byte (a table lookup; a whole token costs a hash lookup, as the cache does).
-    #[inline(always)]
-    fn segment_directly(&self, piece: &[u8], out: &mut Vec<u32>) -> bool {
-        if piece.len() != 1 {
-            return false;
-        }
-        out.push(self.byte_ids[piece[0] as usize]);
-        true
+    fn byte_ids(&self) -> Option<&[u32; 256]> {
+        Some(&self.byte_ids)
     }
 
     fn segment(&self, piece: &[u8], out: &mut Vec<u32>) {
-        if self.segment_directly(piece, out) {
-            return;
-        }
-        if let Some(id) = self.whole.get(piece) {
+        if let &[byte] = piece {
+            out.push(self.byte_ids[byte as usize]);
+        } else if let Some(id) = self.whole.get(piece) {
             out.push(id);
         } else if piece.len() <= FLAT_SCAN_MAX_LEN {
             PARTS.with(|parts| self.merge_flat(piece, &mut parts.borrow_mut(), out));
@@ -365,16 +359,40 @@ impl<R: MergeRule> MergesSegmenter<R> {
     /// stale by a merge are skipped. The order is that of a heap of all pairs: lowest rank, then
     /// leftmost, as in `merge_flat`.
     fn merge_buckets(&self, piece: &[u8], out: &mut Vec<u32>) {
+        thread_local! {
+            static NODES: Cell<Vec<Node>> = const { Cell::new(Vec::new()) };
+            /// Emptied buckets kept from earlier pieces.
+            static SPARE: Cell<Vec<Vec<u32>>> = const { Cell::new(Vec::new()) };
+        }
+        let mut spare = SPARE.take();
+        with_buffer(&NODES, |nodes| self.merge_nodes(piece, nodes, &mut spare, out));
+        // Keep the largest buckets, up to the bound of one reused buffer.
+        spare.sort_unstable_by_key(|bucket| Reverse(bucket.capacity()));
+        let mut kept_bytes = 0;
+        spare.retain(|bucket| {
+            kept_bytes += bucket.capacity() * std::mem::size_of::<u32>();
+            kept_bytes <= KEPT_BYTES
+        });
+        SPARE.set(spare);
+    }
+
+    /// `merge_buckets` with `nodes`, an empty buffer to hold the piece's nodes, and `spare`,
+    /// empty buckets to reuse (the piece's buckets are added to it, emptied, at the end).
+    fn merge_nodes(
+        &self,
+        piece: &[u8],
+        nodes: &mut Vec<Node>,
+        spare: &mut Vec<Vec<u32>>,
+        out: &mut Vec<u32>,
+    ) {
         let n = piece.len();
-        let mut nodes: Vec<Node> = (0..n)
-            .map(|i| Node {
-                next: i as u32 + 1,
-                prev: (i as u32).wrapping_sub(1),
-                id: self.byte_ids[piece[i] as usize],
-                rank: NONE,
-                merged: NONE,
-            })
-            .collect();
+        nodes.extend((0..n).map(|i| Node {
+            next: i as u32 + 1,
+            prev: (i as u32).wrapping_sub(1),
+            id: self.byte_ids[piece[i] as usize],
+            rank: NONE,
+            merged: NONE,
+        }));
         // A pair's join depends only on its two ids (their bytes are fixed), and a long piece
         // meets the same pairs again and again: remembering them saves hashing long byte strings.
         let mut joins: FxHashMap<u64, (u32, u32)> = FxHashMap::default();
@@ -394,15 +412,17 @@ impl<R: MergeRule> MergesSegmenter<R> {
         };
         let mut pending: BTreeMap<u32, Vec<u32>> = BTreeMap::new();
         for i in 0..n - 1 {
-            let (rank, merged) = join_at(&nodes, i);
+            let (rank, merged) = join_at(nodes, i);
             (nodes[i].rank, nodes[i].merged) = (rank, merged);
             if rank != NONE {
-                pending.entry(rank).or_default().push(i as u32);
+                pending
+                    .entry(rank)
+                    .or_insert_with(|| spare.pop().unwrap_or_default())
+                    .push(i as u32);
             }
         }
         let mut same_rank: BinaryHeap<Reverse<u32>> = BinaryHeap::new();
-        // Swept buckets, emptied, for later ranks to reuse: less fresh memory to fault in.
-        let mut spare: Vec<Vec<u32>> = Vec::new();
+        // Swept buckets, emptied, go to `spare` for later ranks to reuse: less fresh memory.
         while let Some((rank, mut positions)) = pending.pop_first() {
             positions.sort_unstable();
             same_rank.clear();
@@ -440,12 +460,12 @@ impl<R: MergeRule> MergesSegmenter<R> {
                             .push(position as u32);
                     }
                 };
-                let (new_rank, merged) = join_at(&nodes, i);
+                let (new_rank, merged) = join_at(nodes, i);
                 (nodes[i].rank, nodes[i].merged) = (new_rank, merged);
                 wait(i, new_rank);
                 if i > 0 {
                     let left = nodes[i].prev as usize;
-                    let (new_rank, merged) = join_at(&nodes, left);
+                    let (new_rank, merged) = join_at(nodes, left);
                     (nodes[left].rank, nodes[left].merged) = (new_rank, merged);
                     wait(left, new_rank);
                 }

@@ -6,6 +6,7 @@ pub mod encoder;
 pub mod longest_match;
 pub mod merges;
 pub mod rng;
+pub mod scratch;
 pub mod shortest_path;
 pub mod utf8;
 pub mod viterbi;
@@ -20,11 +21,10 @@ use rng::SplitMix64;
 pub trait Segmenter: Send + Sync {
     fn segment(&self, piece: &[u8], out: &mut Vec<u32>);
 
-    /// Appends the cut of `piece` and returns true if it costs less than a cache lookup (e.g. a
-    /// single byte); false, with `out` untouched, otherwise. The cut must be
-    /// the one `segment` gives.
-    fn segment_directly(&self, _piece: &[u8], _out: &mut Vec<u32>) -> bool {
-        false
+    /// The id of each one-byte piece, if `segment` cuts every one-byte piece into one fixed id
+    /// (the encoder then answers them without a call or a cache lookup).
+    fn byte_ids(&self) -> Option<&[u32; 256]> {
+        None
     }
 
     /// This segmenter's randomised cut, if it has one.

@@ -5,9 +5,12 @@
 //! segmentation (the lexicographically greatest sequence of token lengths).
 //!
 //! Cost: a trie walk from every start position, O(n x longest token) for a piece of n bytes.
+use std::cell::Cell;
+
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
+use super::scratch::with_buffer;
 use super::{ByteRole, Segmenter, VocabularyError};
 use crate::count::PreTokenCounts;
 
@@ -102,13 +105,20 @@ impl ShortestPath {
 
 impl Segmenter for ShortestPath {
     fn segment(&self, piece: &[u8], out: &mut Vec<u32>) {
-        let (mut best, mut choice) = (Vec::new(), Vec::new());
-        self.solve(piece, &mut best, &mut choice);
-        let mut i = 0;
-        while i < piece.len() {
-            let (id, len) = choice[i];
-            out.push(id);
-            i += len as usize;
+        thread_local! {
+            static BEST: Cell<Vec<u32>> = const { Cell::new(Vec::new()) };
+            static CHOICE: Cell<Vec<(u32, u32)>> = const { Cell::new(Vec::new()) };
         }
+        with_buffer(&BEST, |best| {
+            with_buffer(&CHOICE, |choice| {
+                self.solve(piece, best, choice);
+                let mut i = 0;
+                while i < piece.len() {
+                    let (id, len) = choice[i];
+                    out.push(id);
+                    i += len as usize;
+                }
+            })
+        })
     }
 }

@@ -5,8 +5,11 @@
 //!
 //! Ties are broken deterministically: among equal scores the path whose last token starts
 //! earliest (is longest) wins, position by position from the end.
+use std::cell::Cell;
+
 use super::longest_match::ByteTrie;
 use super::rng::SplitMix64;
+use super::scratch::with_buffer;
 use super::{ByteRole, RandomKind, RandomSegmenter, RankedSegmenter, Segmenter, VocabularyError};
 
 /// One vocabulary match in a pre-token: bytes [start, end) are token `token`.
@@ -373,9 +376,21 @@ impl Segmenter for Viterbi {
                 out,
             );
         } else {
-            let (mut best, mut back_start, mut back_token) =
-                (vec![0.0; size], vec![0u32; size], vec![0u32; size]);
-            self.best_into(piece, &mut best, &mut back_start, &mut back_token, out);
+            thread_local! {
+                static BEST: Cell<Vec<f64>> = const { Cell::new(Vec::new()) };
+                static BACK_START: Cell<Vec<u32>> = const { Cell::new(Vec::new()) };
+                static BACK_TOKEN: Cell<Vec<u32>> = const { Cell::new(Vec::new()) };
+            }
+            with_buffer(&BEST, |best| {
+                with_buffer(&BACK_START, |back_start| {
+                    with_buffer(&BACK_TOKEN, |back_token| {
+                        best.resize(size, 0.0);
+                        back_start.resize(size, 0);
+                        back_token.resize(size, 0);
+                        self.best_into(piece, best, back_start, back_token, out);
+                    })
+                })
+            });
         }
     }
 }
