@@ -20,17 +20,20 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
-/// (edges, colours, colours with one edge) of the graph of counted pre-tokens (the counts
-/// triple) with token edges of at most `max_token_bytes` (0: no cap), without building it.
+/// (edges, colours, colours with one edge, [edges the dual solver prices on their own at each
+/// budget]) of the graph of counted pre-tokens (the counts triple) with token edges of at most
+/// `max_token_bytes` (0: no cap), without building it; `tie_fraction` as the dual solver's.
 #[pyfunction]
-#[pyo3(signature = (data, offsets, counts, max_token_bytes))]
+#[pyo3(signature = (data, offsets, counts, max_token_bytes, budgets=Vec::new(), tie_fraction=0.0))]
 fn substring_census(
     py: Python<'_>,
     data: &[u8],
     offsets: PyReadonlyArray1<'_, i64>,
     counts: PyReadonlyArray1<'_, u64>,
     max_token_bytes: usize,
-) -> PyResult<(usize, usize, usize)> {
+    budgets: Vec<usize>,
+    tie_fraction: f64,
+) -> PyResult<(usize, usize, usize, Vec<usize>)> {
     let view = counts_view(data, &offsets, &counts)?;
     let offsets: Vec<usize> = view.offsets().iter().map(|&o| o as usize).collect();
     let max_len = if max_token_bytes == 0 {
@@ -38,8 +41,9 @@ fn substring_census(
     } else {
         max_token_bytes
     };
-    let found = py.detach(|| census(data, &offsets, max_len));
-    Ok((found.edges, found.colours, found.single_edge_colours))
+    let counts = view.counts();
+    let found = py.detach(|| census(data, &offsets, counts, max_len, &budgets, tie_fraction));
+    Ok((found.edges, found.colours, found.single_edge_colours, found.free_edges))
 }
 
 /// Python view of the tokenisation graph; see `polytok.lp.graph`.
@@ -219,10 +223,20 @@ pub struct PyDualAscent {
 impl PyDualAscent {
     /// Starts at mu = 0, lambda = 0 for a budget of K tokens; the colour temperature of a
     /// stage is `colour_tau_ratio` x its path temperature (in tokens) x the price scale.
+    /// `own_prices` (a flag per colour, None: every colour) picks the colours whose edges get
+    /// prices of their own; the others' edges are tied to lambda.
     #[new]
-    #[pyo3(signature = (graph, budget, colour_tau_ratio))]
-    fn new(graph: PyRef<'_, PyTokenGraph>, budget: usize, colour_tau_ratio: f64) -> PyResult<Self> {
-        let inner = DualAscent::new(&graph.inner, budget, colour_tau_ratio)?;
+    #[pyo3(signature = (graph, budget, colour_tau_ratio, own_prices=None))]
+    fn new(
+        py: Python<'_>,
+        graph: PyRef<'_, PyTokenGraph>,
+        budget: usize,
+        colour_tau_ratio: f64,
+        own_prices: Option<PyReadonlyArray1<'_, bool>>,
+    ) -> PyResult<Self> {
+        let own = own_prices.as_ref().map(|a| a.as_slice()).transpose()?;
+        let inner_graph = &graph.inner;
+        let inner = py.detach(|| DualAscent::new(inner_graph, budget, colour_tau_ratio, own))?;
         Ok(PyDualAscent { inner })
     }
 
@@ -291,19 +305,19 @@ impl PyDualAscent {
         self.inner.evaluations()
     }
 
-    /// Edge prices mu of the best exact value (tied edges at their lambda).
-    fn best_prices<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<f64>> {
-        self.inner.best_prices().into_pyarray(py)
+    /// Edge prices mu of the best exact value (tied edges at lambda n_w / F_t).
+    fn best_prices<'py>(&self, py: Python<'py>, graph: PyRef<'_, PyTokenGraph>) -> Bound<'py, PyArray1<f64>> {
+        self.inner.best_prices(&graph.inner).into_pyarray(py)
     }
 
-    /// The current prices mu (tied edges at lambda).
-    fn prices<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<f64>> {
-        self.inner.prices().into_pyarray(py)
+    /// The current prices mu (tied edges at lambda n_w / F_t).
+    fn prices<'py>(&self, py: Python<'py>, graph: PyRef<'_, PyTokenGraph>) -> Bound<'py, PyArray1<f64>> {
+        self.inner.prices(&graph.inner).into_pyarray(py)
     }
 
-    /// Colour values c_t of the smoothed problem at the current point.
-    fn colour_values<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<f64>> {
-        PyArray1::from_slice(py, self.inner.colour_values())
+    /// Colour values c_t of the smoothed problem at the last evaluation.
+    fn colour_values<'py>(&self, py: Python<'py>, graph: PyRef<'_, PyTokenGraph>) -> Bound<'py, PyArray1<f64>> {
+        self.inner.colour_values(&graph.inner).into_pyarray(py)
     }
 
     /// The current budget price lambda.
