@@ -177,6 +177,44 @@ impl PyTokenGraph {
         Ok((total, on_path.into_pyarray(py)))
     }
 
+    /// The colour totals M_t: the sum of mu over each colour's edges (in edge order).
+    fn colour_totals<'py>(&self, py: Python<'py>, mu: PyReadonlyArray1<'_, f64>) -> PyResult<Bound<'py, PyArray1<f64>>> {
+        let mu = mu.as_slice()?;
+        self.inner.check_price_count(mu)?;
+        let inner = &self.inner;
+        Ok(py.detach(|| inner.colour_totals(mu)).into_pyarray(py))
+    }
+
+    /// |d|^2 of the subgradient d_e = on_path_e - in_top(colour of e) (see `subgradient_step`).
+    fn subgradient_norm(
+        &self,
+        py: Python<'_>,
+        on_path: PyReadonlyArray1<'_, u8>,
+        in_top: PyReadonlyArray1<'_, bool>,
+    ) -> PyResult<usize> {
+        let (on_path, in_top) = (on_path.as_slice()?, in_top.as_slice()?);
+        self.check_subgradient(on_path, in_top)?;
+        let inner = &self.inner;
+        Ok(py.detach(|| inner.subgradient_norm(on_path, in_top)))
+    }
+
+    /// max(0, mu + step x d), d the subgradient of `subgradient_norm`: a step that needs no
+    /// temporary array per edge besides its result.
+    fn subgradient_step<'py>(
+        &self,
+        py: Python<'py>,
+        mu: PyReadonlyArray1<'_, f64>,
+        on_path: PyReadonlyArray1<'_, u8>,
+        in_top: PyReadonlyArray1<'_, bool>,
+        step: f64,
+    ) -> PyResult<Bound<'py, PyArray1<f64>>> {
+        let (mu, on_path, in_top) = (mu.as_slice()?, on_path.as_slice()?, in_top.as_slice()?);
+        self.inner.check_price_count(mu)?;
+        self.check_subgradient(on_path, in_top)?;
+        let inner = &self.inner;
+        Ok(py.detach(|| inner.subgradient_step(mu, on_path, in_top, step)).into_pyarray(py))
+    }
+
     /// Sum of the shortest paths on the uncapped graph, the longer edges priced from `theta`
     /// (see `TokenGraph::uncapped_shortest_paths`).
     fn uncapped_shortest_paths(
@@ -210,6 +248,22 @@ impl PyTokenGraph {
         let mut marginals = vec![0.0; mu.len()];
         let (soft, hard) = py.detach(|| inner.soft_paths(mu, tau, &mut marginals));
         Ok((soft, hard, marginals.into_pyarray(py)))
+    }
+}
+
+impl PyTokenGraph {
+    /// Checks a mark per edge and a flag per colour.
+    fn check_subgradient(&self, on_path: &[u8], in_top: &[bool]) -> PyResult<()> {
+        if on_path.len() != self.inner.num_edges() || in_top.len() != self.inner.num_colours() {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "the subgradient needs a mark per edge ({}) and a flag per colour ({}), got {} and {}",
+                self.inner.num_edges(),
+                self.inner.num_colours(),
+                on_path.len(),
+                in_top.len()
+            )));
+        }
+        Ok(())
     }
 }
 

@@ -21,6 +21,36 @@ use std::time::Instant;
 use crate::lp::graph::{check_temperature, GraphError, GraphInput, TokenGraph};
 use crate::lp::soft_paths::exp_neg;
 
+/// A point of the ascent: the variables themselves, or scaled ones (x, scale) standing for
+/// x[k] x scale[k], so that a stage evaluates its trial points without a third vector.
+#[derive(Clone, Copy)]
+enum Point<'a> {
+    Plain(&'a [f64]),
+    Scaled(&'a [f64], &'a [f64]),
+}
+
+impl Point<'_> {
+    #[inline]
+    fn get(&self, k: usize) -> f64 {
+        match self {
+            Point::Plain(p) => p[k],
+            Point::Scaled(x, s) => x[k] * s[k],
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Point::Plain(p) => p.len(),
+            Point::Scaled(x, _) => x.len(),
+        }
+    }
+
+    /// The budget price lambda, the last variable.
+    fn lambda(&self) -> f64 {
+        self.get(self.len() - 1)
+    }
+}
+
 /// The window (in iterations) over which a stage's extension measures the bound's rise.
 const WINDOW: usize = 10;
 
@@ -87,8 +117,8 @@ impl DualAscent {
     }
 
     /// The edge prices of a point: its mu on the free edges, lambda n_w / F_t on the tied ones.
-    fn prices_of(&self, graph: &TokenGraph, point: &[f64], out: &mut Vec<f64>) {
-        let lambda = point[point.len() - 1];
+    fn prices_of(&self, graph: &TokenGraph, point: Point<'_>, out: &mut Vec<f64>) {
+        let lambda = point.lambda();
         out.clear();
         out.resize(graph.edge_colour.len(), 0.0);
         out.par_chunks_mut(CHUNK).enumerate().for_each(|(c, out)| {
@@ -100,7 +130,7 @@ impl DualAscent {
             });
         });
         for (k, &e) in self.free.iter().enumerate() {
-            out[e as usize] = point[k];
+            out[e as usize] = point.get(k);
         }
     }
 
@@ -127,13 +157,13 @@ impl DualAscent {
     fn evaluate(
         &mut self,
         graph: &TokenGraph,
-        point: &[f64],
+        point: Point<'_>,
         tau: f64,
         colour_tau: f64,
         gradient: &mut [f64],
     ) -> (f64, f64) {
         self.evaluations += 1;
-        let lambda = point[point.len() - 1];
+        let lambda = point.lambda();
         let mut prices = std::mem::take(&mut self.prices);
         self.prices_of(graph, point, &mut prices);
         let (soft, hard) = graph.soft_paths(&prices, tau, &mut self.marginals);
@@ -143,8 +173,8 @@ impl DualAscent {
         for &t in &self.shared_colours {
             self.totals[t as usize] = 0.0;
         }
-        for (&t, &m) in self.free_colour.iter().zip(point) {
-            self.totals[t as usize] += m;
+        for (k, &t) in self.free_colour.iter().enumerate() {
+            self.totals[t as usize] += point.get(k);
         }
         let mut softplus = 0.0;
         let mut used = 0.0;
@@ -176,7 +206,9 @@ impl DualAscent {
         let exact = hard - top_sum(&mut self.totals, self.budget);
         if exact > self.best_value {
             self.best_value = exact;
-            self.best_point.copy_from_slice(point);
+            for (k, b) in self.best_point.iter_mut().enumerate() {
+                *b = point.get(k);
+            }
         }
         (-value, exact)
     }
@@ -243,7 +275,7 @@ impl DualAscent {
         // the paper's scale every vector of this length is gigabytes.
         let point = std::mem::take(&mut self.point);
         let mut g = vec![0.0; n];
-        let (mut f, _) = self.evaluate(graph, &point, tau, colour_tau, &mut g);
+        let (mut f, _) = self.evaluate(graph, Point::Plain(&point), tau, colour_tau, &mut g);
         // Stage preconditioner: 1 / sqrt(curvature + its mean), so that the scaled variables
         // have curvature about 1 and a unit step is about a Newton step. The added mean keeps
         // flat coordinates (p and c near 0 or 1) from taking huge steps.
@@ -268,8 +300,7 @@ impl DualAscent {
         // taken in f64 from the stored values, so the pairs stay consistent).
         let mut pairs: VecDeque<Pair> = VecDeque::new();
         let mut spare: Vec<(Vec<f32>, Vec<f32>)> = Vec::new();
-        let (mut d, mut trial, mut unscaled, mut g_trial) =
-            (vec![0.0; n], vec![0.0; n], vec![0.0; n], vec![0.0; n]);
+        let (mut d, mut trial, mut g_trial) = (vec![0.0; n], vec![0.0; n], vec![0.0; n]);
         let mut alphas = Vec::with_capacity(memory);
         // Coordinates at their bound with the gradient pushing outwards stay fixed.
         let active = |x: f64, g: f64| x <= 0.0 && g > 0.0;
@@ -377,20 +408,19 @@ impl DualAscent {
                 let decrease = chunk_sum(
                     trial
                         .par_chunks_mut(CHUNK)
-                        .zip(unscaled.par_chunks_mut(CHUNK))
                         .zip(x.par_chunks(CHUNK).zip(d.par_chunks(CHUNK)))
-                        .zip(g.par_chunks(CHUNK).zip(scale.par_chunks(CHUNK)))
-                        .map(|(((t, u), (x, d)), (g, s))| {
+                        .zip(g.par_chunks(CHUNK))
+                        .map(|((t, (x, d)), g)| {
                             let mut sum = 0.0;
                             for i in 0..t.len() {
                                 t[i] = (x[i] + step * d[i]).max(0.0);
-                                u[i] = t[i] * s[i];
                                 sum += g[i] * (t[i] - x[i]);
                             }
                             sum
                         }),
                 );
-                (f_trial, _) = self.evaluate(graph, &unscaled, tau, colour_tau, &mut g_trial);
+                let at = Point::Scaled(&trial, &scale);
+                (f_trial, _) = self.evaluate(graph, at, tau, colour_tau, &mut g_trial);
                 g_trial
                     .par_chunks_mut(CHUNK)
                     .zip(scale.par_chunks(CHUNK))
@@ -449,11 +479,11 @@ impl DualAscent {
         }
         // The vectors of the stage go before the final evaluation, so that its scratch space
         // never adds to their peak.
-        drop((pairs, spare, d, trial, unscaled, g_trial));
+        drop((pairs, spare, d, trial, g_trial));
         let point: Vec<f64> = x.iter().zip(&scale).map(|(x, s)| x * s).collect();
         drop((x, scale));
         // Leave the colour values and marginals those of the final point.
-        self.evaluate(graph, &point, tau, colour_tau, &mut g);
+        self.evaluate(graph, Point::Plain(&point), tau, colour_tau, &mut g);
         self.point = point;
         StageEnd {
             iterations: done,
@@ -598,14 +628,14 @@ impl DualAscent {
     /// Edge prices mu of the best exact value (tied edges at lambda n_w / F_t).
     pub fn best_prices(&self, graph: &TokenGraph) -> Vec<f64> {
         let mut out = Vec::new();
-        self.prices_of(graph, &self.best_point, &mut out);
+        self.prices_of(graph, Point::Plain(&self.best_point), &mut out);
         out
     }
 
     /// The current prices mu (tied edges at lambda n_w / F_t).
     pub fn prices(&self, graph: &TokenGraph) -> Vec<f64> {
         let mut out = Vec::new();
-        self.prices_of(graph, &self.point, &mut out);
+        self.prices_of(graph, Point::Plain(&self.point), &mut out);
         out
     }
 

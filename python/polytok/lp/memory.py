@@ -47,13 +47,13 @@ DUAL_EDGE = 17
 DUAL_VARIABLE = 24
 """The dual solver per edge with a price of its own (a variable), for as long as it lives: its
 index, colour, point and best point."""
-DUAL_STAGE = 120
-"""An L-BFGS stage per variable: seven vectors and six curvature pairs in f32, and slack."""
+DUAL_STAGE = 112
+"""An L-BFGS stage per variable: six vectors and six curvature pairs in f32, and slack."""
 DUAL_COLOUR = 44
 """The dual solver per colour: totals, values, temperatures, and the lists built at its start."""
-CERTIFY_EDGE = 64
-"""Certification per edge: prices, the best prices, path marks and a subgradient step's
-direction and temporaries."""
+CERTIFY_EDGE = 32
+"""Certification per edge: prices, the best prices, the next step's prices (the core computes
+the subgradient edge by edge) and two sets of path marks."""
 CERTIFY_COLOUR = 32
 """Certification per colour: two sets of colour totals and the top-K selection."""
 CENSUS_EDGE = 16
@@ -140,10 +140,9 @@ def estimate(counts: PreTokenCounts, solver: str, max_token_bytes: int | None = 
     held = graph + PYTHON_EDGE * edges + PYTHON_COLOUR * colours
     working = CERTIFY_EDGE * edges + CERTIFY_COLOUR * colours
     if solver == "dual":
-        # The ascent lives on while each budget is certified (several budgets share it), so its
-        # state comes on top of either a stage or a certification.
+        # Each budget's ascent is freed before its prices are certified.
         ascent = DUAL_EDGE * edges + DUAL_VARIABLE * free + DUAL_COLOUR * colours
-        working = ascent + max(working, DUAL_STAGE * free)
+        working = max(working, ascent + DUAL_STAGE * free)
     peak = max(CENSUS_EDGE * edges + CENSUS_COLOUR * colours if census else 0, build, held + working)
     total = BASE + SLACK * (peak + PRE_TOKEN * pre_tokens)
     return MemoryEstimate(int(total), edges, colours, single, pre_tokens, max_token_bytes, census)
