@@ -8,14 +8,14 @@ its own: the resident memory it reached above what it held once the counts and t
 were loaded. `--separate` also certifies each budget in its own run, for the ratio of one
 warm-started run against separate ones.
 
-Data: the files of --data (default ../shared/data: handbooks in five languages and the KJV
+Data: with --corpus, that file or directory counted whole; otherwise the files of --data (default ../shared/data: handbooks in five languages and the KJV
 Bible, about 10 MB) by paragraph and the Python standard library's modules (--code, 5 MB), read
 round-robin until each slice size; or the corpus `../shared/corpora/build_large.py` writes
 (--data DIR --code ''). Pre-tokenised with cl100k; BPE is polytok's own,
 trained on the slice at the largest budget.
 
 Usage: nice python benchmarks/bench_scale.py --certify [--sizes 1e6,5e6,1e7] [--budgets 1024,4096,8192]
-       [--data DIR] [--separate] [--json out.json]
+       [--data DIR | --corpus PATH] [--max-token-bytes N] [--separate] [--json out.json]
 """
 from __future__ import annotations
 
@@ -86,21 +86,23 @@ def certify_worker(spec: dict) -> dict:
     else:
         rows = [{"budget": row.certificate.budget, "bound": row.certificate.bound,
                  "status": row.certificate.status, **row.percentages()}
-                for row in certify_table(tokenizer, counts, spec["budgets"], solver="dual", max_token_bytes=cap)]
+                for row in certify_table(tokenizer, counts, spec["budgets"], solver="dual", max_token_bytes=cap,
+                                         progress=spec["progress"])]
     seconds = time.perf_counter() - start
     _, peak = resident()
-    estimate = memory.estimate(counts, "dual", cap)
+    estimate = memory.estimate(counts, "dual", cap, budgets=spec["budgets"])
     return {"rows": rows, "seconds": seconds, "peak": peak - before, "estimate": estimate.bytes,
             "edges": estimate.edges, "colour_bound": estimate.colours, "unique_pre_tokens": len(counts)}
 
 
 def run_worker(spec: dict) -> dict:
     """`certify_worker(spec)` in a fresh process."""
+    # Its progress bars and errors go to this process's stderr as they come.
     done = subprocess.run([sys.executable, __file__, "--certify-worker", json.dumps(spec)],
-                          capture_output=True, text=True, env=os.environ)
+                          stdout=subprocess.PIPE, text=True, env=os.environ)
     lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
     if done.returncode != 0 or not lines:
-        raise RuntimeError(f"worker failed: {done.stderr.strip()[-2000:]}")
+        raise RuntimeError(f"worker failed with exit status {done.returncode} (its stderr is above)")
     return json.loads(lines[-1][len("RESULT "):])
 
 
@@ -113,12 +115,17 @@ def certify_main(args: argparse.Namespace) -> list[dict]:
     print(f"{'slice':>8} {'uniq':>8} {'edges':>11} {'colours<=':>11} {'seconds':>8} {'peak MB':>8} "
           f"{'est. MB':>8} {'est/peak':>8} {'separate s':>10} {'ratio':>6}", flush=True)
     with tempfile.TemporaryDirectory() as scratch:
-        for size in [int(float(s)) for s in args.sizes.split(",")]:
-            documents = slice_documents(args.data, args.code, size)
-            counts = polytok.count(polytok.texts(documents), pattern="cl100k", progress=False)
+        for size in [int(float(s)) for s in args.sizes.split(",")] if args.corpus is None else [None]:
+            if args.corpus is None:
+                documents = slice_documents(args.data, args.code, size)
+                counts = polytok.count(polytok.texts(documents), pattern="cl100k", progress=False)
+            else:
+                counts = polytok.count(args.corpus, pattern="cl100k", progress=False)
+                size = sum(path.stat().st_size for path in Path(args.corpus).rglob("*") if path.is_file())
             tokenizer = polytok.train(counts, vocab_size=256 + max(budgets), progress=False)
             spec = {"counts": f"{scratch}/counts.ptc", "tokenizer": f"{scratch}/bpe.json", "budgets": budgets,
-                    "separate": False, "max_token_bytes": args.max_token_bytes}
+                    "separate": False, "max_token_bytes": args.max_token_bytes,
+                    "progress": args.progress}
             counts.save(spec["counts"])
             tokenizer.save(spec["tokenizer"])
             result = run_worker(spec)
@@ -147,9 +154,12 @@ def main() -> None:
     parser.add_argument("--budgets", default="1024,4096,8192")
     parser.add_argument("--data", default=DATA, help="directory of .txt files")
     parser.add_argument("--code", default=PYTHON_STDLIB, help="glob of source files, a file a document ('' for none)")
+    parser.add_argument("--corpus", default=None,
+                        help="count this file or directory whole (e.g. the corpus of build_large.py) instead of slices")
     parser.add_argument("--separate", action="store_true", help="also certify each budget in its own run")
     parser.add_argument("--max-token-bytes", type=int, default=None,
                         help="solve over tokens of at most this many bytes (the bound still covers every vocabulary)")
+    parser.add_argument("--progress", action="store_true", help="show the workers' progress bars")
     parser.add_argument("--json", default=None)
     parser.add_argument("--certify-worker", default=None, help=argparse.SUPPRESS)
     args = parser.parse_args()

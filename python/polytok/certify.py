@@ -209,9 +209,9 @@ def _certify(tokenizer: Any, corpus: Any, budgets: Sequence[int] | None, roundin
                        errors=options["errors"])
     counts = _without(counts, {s.encode("utf-8") for s in specials})
     what = "certify" if budgets is None else f"certify at {len(entries)} budgets"
-    memory.guard(counts, solver, max_token_bytes, what, memory_limit, cap_option=True)
     vocabularies = [ordinary_vocabulary(entry) for _, entry in entries]
     sizes = [len({token for token in vocabulary if len(token) > 1}) for vocabulary in vocabularies]
+    memory.guard(counts, solver, max_token_bytes, what, memory_limit, cap_option=True, budgets=sizes)
     path_tokens = [shortest_path_tokens(sorted(set(vocabulary).union(single_bytes())), counts)
                    for vocabulary in vocabularies]
     graph = TokenisationGraph(counts, max_token_bytes)

@@ -35,11 +35,14 @@ def build_report(
     title: str = "polytok report",
     num_threads: int | None = None,
     lm: Mapping[str, Any] | None = None,
+    certificates: Sequence[Mapping[str, Any]] | None = None,
     **corpus_reader_options: Any,
 ) -> dict[str, Any]:
     """All the report's numbers: `compare` on the texts, and `evaluate` and `corpus_stats` on the
     corpus (by default the texts themselves, taken together); `lm`, results of `polytok.lm.evaluate`,
-    adds their validation bits per byte and its plot against the vocabulary size."""
+    adds their validation bits per byte and its plot against the vocabulary size; `certificates`,
+    the JSON of `polytok certify --budgets ... --json`, adds the table of bounds and the
+    gap-vs-budget plot."""
     tokenizers = named_tokenizers(tokenizers)
     comparison = compare(tokenizers, texts, reference=reference, cost=cost, sample=sample, num_threads=num_threads)
     if corpus is None:
@@ -68,7 +71,36 @@ def build_report(
     }
     if lm is not None:
         report["lm"] = _checked_lm(lm)
+    if certificates is not None:
+        report["certificates"] = _checked_certificates(certificates)
     return report
+
+
+def _checked_certificates(rows: Any) -> list[dict[str, Any]]:
+    """The rows of `polytok certify --budgets ... --json` (a certificate and the roundings' token
+    counts per budget), each with its counts as % of the bound; FormatError where they are not."""
+    from polytok.certify import BudgetRow, Certificate
+
+    if not isinstance(rows, list) or not rows:
+        raise FormatError("certificates: expected a non-empty list of budgets (the JSON that "
+                          "polytok certify --budgets ... --json prints)")
+    checked = []
+    for index, row in enumerate(rows):
+        if not isinstance(row, Mapping) or set(row) != {"certificate", "roundings"}:
+            raise FormatError(f"certificates entry {index}: expected an object with 'certificate' and 'roundings'")
+        roundings = row["roundings"]
+        if not isinstance(roundings, Mapping) or not all(
+                isinstance(name, str) and isinstance(count, int) and not isinstance(count, bool) and count >= 0
+                for name, count in roundings.items()):
+            raise FormatError(f"certificates entry {index}: 'roundings' must map each rounding to a token count")
+        try:
+            certificate = Certificate.from_dict(dict(row["certificate"]))
+        except (FormatError, TypeError) as error:
+            raise FormatError(f"certificates entry {index}: {error}") from None
+        budget_row = BudgetRow(certificate, dict(roundings))
+        checked.append({"budget": certificate.budget, "bound": certificate.bound, "status": certificate.status,
+                        "covers": certificate.covers, "percent_of_bound": budget_row.percentages()})
+    return sorted(checked, key=lambda row: row["budget"])
 
 
 def _checked_lm(lm: Mapping[str, Any]) -> dict[str, Any]:
@@ -97,6 +129,10 @@ def report_rows(report: Mapping[str, Any]) -> list[dict[str, Any]]:
              for name, value in comparison["gini"].items()]
     rows += [{"section": "corpus_stats", "metric": key, "value": value}
              for key, value in scalars(report["corpus_stats"]).items()]
+    for row in report.get("certificates", []):
+        rows.append({"section": "certificates", "metric": f"bound_K{row['budget']}", "value": row["bound"]})
+        rows += [{"section": "certificates", "tokenizer": name, "metric": f"percent_of_bound_K{row['budget']}",
+                  "value": value} for name, value in row["percent_of_bound"].items()]
     for name, result in report.get("lm", {}).get("results", {}).items():
         rows += [{"section": "lm", "tokenizer": name, "metric": key, "value": value}
                  for key, value in scalars(result).items()]
@@ -318,6 +354,21 @@ def render_report(report: Mapping[str, Any]) -> str:
             _table(["tokeniser", *fields], [[name, *(result.get(field) for field in fields)]
                                              for name, result in results.items()]),
             _image(plot_bpb_vocabulary(report["lm"]), "validation bits per byte against vocabulary size"),
+        ]
+    if "certificates" in report:
+        rows = report["certificates"]
+        names = list(dict.fromkeys(name for row in rows for name in row["percent_of_bound"]))
+        sections += [
+            "<h2>Certified lower bounds at each budget</h2>",
+            "<p>polytok certify --budgets: the fewest tokens any vocabulary of K tokens beyond the 256 bytes "
+            "could cut the corpus into is at least the bound; each tokeniser's count is given as % of it "
+            "(the ConvexTok paper's Table 2). " + html.escape(rows[0]["covers"]) + ".</p>",
+            _table(["K", "bound", *names, "status"],
+                   [[row["budget"], row["bound"],
+                     *(None if row["percent_of_bound"].get(name) is None else f"{row['percent_of_bound'][name]:.2f}%"
+                       for name in names), row["status"]] for row in rows]),
+            _image(plot_gap_vs_budget({row["budget"]: row["percent_of_bound"] for row in rows}),
+                   "tokens over the certified bound against the budget"),
         ]
     return (
         "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\">\n"

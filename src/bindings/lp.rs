@@ -20,17 +20,20 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     Ok(())
 }
 
-/// (edges, colours, colours with one edge) of the graph of counted pre-tokens (the counts
-/// triple) with token edges of at most `max_token_bytes` (0: no cap), without building it.
+/// (edges, colours, colours with one edge, [edges the dual solver prices on their own at each
+/// budget]) of the graph of counted pre-tokens (the counts triple) with token edges of at most
+/// `max_token_bytes` (0: no cap), without building it; `tie_fraction` as the dual solver's.
 #[pyfunction]
-#[pyo3(signature = (data, offsets, counts, max_token_bytes))]
+#[pyo3(signature = (data, offsets, counts, max_token_bytes, budgets=Vec::new(), tie_fraction=0.0))]
 fn substring_census(
     py: Python<'_>,
     data: &[u8],
     offsets: PyReadonlyArray1<'_, i64>,
     counts: PyReadonlyArray1<'_, u64>,
     max_token_bytes: usize,
-) -> PyResult<(usize, usize, usize)> {
+    budgets: Vec<usize>,
+    tie_fraction: f64,
+) -> PyResult<(usize, usize, usize, Vec<usize>)> {
     let view = counts_view(data, &offsets, &counts)?;
     let offsets: Vec<usize> = view.offsets().iter().map(|&o| o as usize).collect();
     let max_len = if max_token_bytes == 0 {
@@ -38,8 +41,9 @@ fn substring_census(
     } else {
         max_token_bytes
     };
-    let found = py.detach(|| census(data, &offsets, max_len));
-    Ok((found.edges, found.colours, found.single_edge_colours))
+    let counts = view.counts();
+    let found = py.detach(|| census(data, &offsets, counts, max_len, &budgets, tie_fraction));
+    Ok((found.edges, found.colours, found.single_edge_colours, found.free_edges))
 }
 
 /// Python view of the tokenisation graph; see `polytok.lp.graph`.
@@ -173,6 +177,44 @@ impl PyTokenGraph {
         Ok((total, on_path.into_pyarray(py)))
     }
 
+    /// The colour totals M_t: the sum of mu over each colour's edges (in edge order).
+    fn colour_totals<'py>(&self, py: Python<'py>, mu: PyReadonlyArray1<'_, f64>) -> PyResult<Bound<'py, PyArray1<f64>>> {
+        let mu = mu.as_slice()?;
+        self.inner.check_price_count(mu)?;
+        let inner = &self.inner;
+        Ok(py.detach(|| inner.colour_totals(mu)).into_pyarray(py))
+    }
+
+    /// |d|^2 of the subgradient d_e = on_path_e - in_top(colour of e) (see `subgradient_step`).
+    fn subgradient_norm(
+        &self,
+        py: Python<'_>,
+        on_path: PyReadonlyArray1<'_, u8>,
+        in_top: PyReadonlyArray1<'_, bool>,
+    ) -> PyResult<usize> {
+        let (on_path, in_top) = (on_path.as_slice()?, in_top.as_slice()?);
+        self.check_subgradient(on_path, in_top)?;
+        let inner = &self.inner;
+        Ok(py.detach(|| inner.subgradient_norm(on_path, in_top)))
+    }
+
+    /// max(0, mu + step x d), d the subgradient of `subgradient_norm`: a step that needs no
+    /// temporary array per edge besides its result.
+    fn subgradient_step<'py>(
+        &self,
+        py: Python<'py>,
+        mu: PyReadonlyArray1<'_, f64>,
+        on_path: PyReadonlyArray1<'_, u8>,
+        in_top: PyReadonlyArray1<'_, bool>,
+        step: f64,
+    ) -> PyResult<Bound<'py, PyArray1<f64>>> {
+        let (mu, on_path, in_top) = (mu.as_slice()?, on_path.as_slice()?, in_top.as_slice()?);
+        self.inner.check_price_count(mu)?;
+        self.check_subgradient(on_path, in_top)?;
+        let inner = &self.inner;
+        Ok(py.detach(|| inner.subgradient_step(mu, on_path, in_top, step)).into_pyarray(py))
+    }
+
     /// Sum of the shortest paths on the uncapped graph, the longer edges priced from `theta`
     /// (see `TokenGraph::uncapped_shortest_paths`).
     fn uncapped_shortest_paths(
@@ -209,6 +251,22 @@ impl PyTokenGraph {
     }
 }
 
+impl PyTokenGraph {
+    /// Checks a mark per edge and a flag per colour.
+    fn check_subgradient(&self, on_path: &[u8], in_top: &[bool]) -> PyResult<()> {
+        if on_path.len() != self.inner.num_edges() || in_top.len() != self.inner.num_colours() {
+            return Err(pyo3::exceptions::PyValueError::new_err(format!(
+                "the subgradient needs a mark per edge ({}) and a flag per colour ({}), got {} and {}",
+                self.inner.num_edges(),
+                self.inner.num_colours(),
+                on_path.len(),
+                in_top.len()
+            )));
+        }
+        Ok(())
+    }
+}
+
 /// The dual solver's state (`polytok.lp.dual`).
 #[pyclass(name = "DualAscent", module = "polytok._core")]
 pub struct PyDualAscent {
@@ -219,10 +277,20 @@ pub struct PyDualAscent {
 impl PyDualAscent {
     /// Starts at mu = 0, lambda = 0 for a budget of K tokens; the colour temperature of a
     /// stage is `colour_tau_ratio` x its path temperature (in tokens) x the price scale.
+    /// `own_prices` (a flag per colour, None: every colour) picks the colours whose edges get
+    /// prices of their own; the others' edges are tied to lambda.
     #[new]
-    #[pyo3(signature = (graph, budget, colour_tau_ratio))]
-    fn new(graph: PyRef<'_, PyTokenGraph>, budget: usize, colour_tau_ratio: f64) -> PyResult<Self> {
-        let inner = DualAscent::new(&graph.inner, budget, colour_tau_ratio)?;
+    #[pyo3(signature = (graph, budget, colour_tau_ratio, own_prices=None))]
+    fn new(
+        py: Python<'_>,
+        graph: PyRef<'_, PyTokenGraph>,
+        budget: usize,
+        colour_tau_ratio: f64,
+        own_prices: Option<PyReadonlyArray1<'_, bool>>,
+    ) -> PyResult<Self> {
+        let own = own_prices.as_ref().map(|a| a.as_slice()).transpose()?;
+        let inner_graph = &graph.inner;
+        let inner = py.detach(|| DualAscent::new(inner_graph, budget, colour_tau_ratio, own))?;
         Ok(PyDualAscent { inner })
     }
 
@@ -291,19 +359,19 @@ impl PyDualAscent {
         self.inner.evaluations()
     }
 
-    /// Edge prices mu of the best exact value (tied edges at their lambda).
-    fn best_prices<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<f64>> {
-        self.inner.best_prices().into_pyarray(py)
+    /// Edge prices mu of the best exact value (tied edges at lambda n_w / F_t).
+    fn best_prices<'py>(&self, py: Python<'py>, graph: PyRef<'_, PyTokenGraph>) -> Bound<'py, PyArray1<f64>> {
+        self.inner.best_prices(&graph.inner).into_pyarray(py)
     }
 
-    /// The current prices mu (tied edges at lambda).
-    fn prices<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<f64>> {
-        self.inner.prices().into_pyarray(py)
+    /// The current prices mu (tied edges at lambda n_w / F_t).
+    fn prices<'py>(&self, py: Python<'py>, graph: PyRef<'_, PyTokenGraph>) -> Bound<'py, PyArray1<f64>> {
+        self.inner.prices(&graph.inner).into_pyarray(py)
     }
 
-    /// Colour values c_t of the smoothed problem at the current point.
-    fn colour_values<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<f64>> {
-        PyArray1::from_slice(py, self.inner.colour_values())
+    /// Colour values c_t of the smoothed problem at the last evaluation.
+    fn colour_values<'py>(&self, py: Python<'py>, graph: PyRef<'_, PyTokenGraph>) -> Bound<'py, PyArray1<f64>> {
+        self.inner.colour_values(&graph.inner).into_pyarray(py)
     }
 
     /// The current budget price lambda.

@@ -18,8 +18,38 @@ use rayon::prelude::*;
 use std::collections::VecDeque;
 use std::time::Instant;
 
-use crate::lp::graph::{check_temperature, GraphError, TokenGraph};
+use crate::lp::graph::{check_temperature, GraphError, GraphInput, TokenGraph};
 use crate::lp::soft_paths::exp_neg;
+
+/// A point of the ascent: the variables themselves, or scaled ones (x, scale) standing for
+/// x[k] x scale[k], so that a stage evaluates its trial points without a third vector.
+#[derive(Clone, Copy)]
+enum Point<'a> {
+    Plain(&'a [f64]),
+    Scaled(&'a [f64], &'a [f64]),
+}
+
+impl Point<'_> {
+    #[inline]
+    fn get(&self, k: usize) -> f64 {
+        match self {
+            Point::Plain(p) => p[k],
+            Point::Scaled(x, s) => x[k] * s[k],
+        }
+    }
+
+    fn len(&self) -> usize {
+        match self {
+            Point::Plain(p) => p.len(),
+            Point::Scaled(x, _) => x.len(),
+        }
+    }
+
+    /// The budget price lambda, the last variable.
+    fn lambda(&self) -> f64 {
+        self.get(self.len() - 1)
+    }
+}
 
 /// The window (in iterations) over which a stage's extension measures the bound's rise.
 const WINDOW: usize = 10;
@@ -48,17 +78,23 @@ pub struct DualAscent {
     /// Each colour's temperature relative to `price_scale`: min(1, its weighted frequency / 4
     /// / price_scale). See `new`.
     colour_scale: Vec<f64>,
-    /// Edges whose colour has no other edge. Their price is tied to lambda: for any lambda,
-    /// mu_e = lambda maximises L (its shortest-path part rises with slope p_e <= 1 in mu_e and
-    /// its colour term (mu_e - lambda)_+ with slope 1 beyond lambda), and then the colour term
-    /// vanishes. The smoothed F keeps no term for their colours, and its lambda gradient counts
-    /// their marginals p_e as the budget those colours use (c_t = p_e, as in the LP presolve).
-    tied_edges: Vec<usize>,
-    /// The other edges: their prices are the variables, in this order, followed by lambda.
-    free: Vec<usize>,
+    /// Tied edges, one bit each: those whose colour has no other edge, or is not among the
+    /// colours given their own prices (`new`'s `own_prices`). A tied edge e of colour t in
+    /// pre-token w is priced lambda x n_w / F_t (F_t = sum of n_w over t's edges), so that
+    /// M_t = lambda. For a colour of one edge this is optimal for any lambda: L's shortest-path
+    /// part rises with slope p_e <= 1 in mu_e and its colour term (mu_e - lambda)_+ with slope
+    /// 1 beyond lambda. For a rare colour of several edges it prices each edge at lambda / F_t
+    /// per occurrence, which blocks the edge (costlier than its bytes) once F_t (len - 1) <=
+    /// lambda: where the colour is not worth a token of budget, the LP keeps it out too. The
+    /// smoothed F keeps no colour term for tied colours, and its lambda gradient counts
+    /// sum_e (n_w / F_t) p_e as the budget each uses (its colour value c_t).
+    tied: Vec<u64>,
+    /// The other edges, ascending: their prices are the variables, in this order, followed by
+    /// lambda.
+    free: Vec<u32>,
     /// The colour of each free edge.
     free_colour: Vec<u32>,
-    /// Colours with more than one edge (the others are tied), in order.
+    /// Colours whose edges are free (more than one edge, and given their own prices), in order.
     shared_colours: Vec<u32>,
     point: Vec<f64>,
     best_point: Vec<f64>,
@@ -74,29 +110,62 @@ pub struct DualAscent {
 }
 
 impl DualAscent {
-    /// The edge prices of a point: its mu on the free edges, lambda on the tied ones.
-    fn prices_of(&self, point: &[f64], out: &mut Vec<f64>) {
-        let lambda = point[point.len() - 1];
+    /// Whether edge e is tied.
+    #[inline]
+    fn is_tied(&self, e: usize) -> bool {
+        self.tied[e / 64] >> (e % 64) & 1 == 1
+    }
+
+    /// The edge prices of a point: its mu on the free edges, lambda n_w / F_t on the tied ones.
+    fn prices_of(&self, graph: &TokenGraph, point: Point<'_>, out: &mut Vec<f64>) {
+        let lambda = point.lambda();
         out.clear();
-        out.resize(self.marginals.len(), lambda);
+        out.resize(graph.edge_colour.len(), 0.0);
+        out.par_chunks_mut(CHUNK).enumerate().for_each(|(c, out)| {
+            for_each_owned_edge(graph, c * CHUNK, out.len(), |i, e, w| {
+                if self.is_tied(e) {
+                    let t = graph.edge_colour[e] as usize;
+                    out[i] = lambda * graph.counts[w] as f64 / graph.colour_frequency[t] as f64;
+                }
+            });
+        });
         for (k, &e) in self.free.iter().enumerate() {
-            out[e] = point[k];
+            out[e as usize] = point.get(k);
         }
+    }
+
+    /// Sum over tied edges of f(e, w), in fixed chunks added in order (thread-independent).
+    fn tied_sum(&self, graph: &TokenGraph, f: impl Fn(usize, usize) -> f64 + Sync) -> f64 {
+        let edges = graph.edge_colour.len();
+        chunk_sum(
+            (0..edges.div_ceil(CHUNK))
+                .into_par_iter()
+                .map(|c| {
+                    let first = c * CHUNK;
+                    let mut sum = 0.0;
+                    for_each_owned_edge(graph, first, CHUNK.min(edges - first), |_, e, w| {
+                        if self.is_tied(e) {
+                            sum += f(e, w);
+                        }
+                    });
+                    sum
+                }),
+        )
     }
 
     /// -F at `point` (minimised), its gradient into `gradient`; returns (-F, exact L).
     fn evaluate(
         &mut self,
         graph: &TokenGraph,
-        point: &[f64],
+        point: Point<'_>,
         tau: f64,
         colour_tau: f64,
         gradient: &mut [f64],
     ) -> (f64, f64) {
         self.evaluations += 1;
-        let lambda = point[point.len() - 1];
+        let lambda = point.lambda();
         let mut prices = std::mem::take(&mut self.prices);
-        self.prices_of(point, &mut prices);
+        self.prices_of(graph, point, &mut prices);
         let (soft, hard) = graph.soft_paths(&prices, tau, &mut self.marginals);
         self.prices = prices;
         // Colour totals M_t: lambda for the tied colours, the sum of the free prices otherwise.
@@ -104,8 +173,8 @@ impl DualAscent {
         for &t in &self.shared_colours {
             self.totals[t as usize] = 0.0;
         }
-        for (&t, &m) in self.free_colour.iter().zip(point) {
-            self.totals[t as usize] += m;
+        for (k, &t) in self.free_colour.iter().enumerate() {
+            self.totals[t as usize] += point.get(k);
         }
         let mut softplus = 0.0;
         let mut used = 0.0;
@@ -124,20 +193,22 @@ impl DualAscent {
             self.colour_values[t] = c;
             used += c;
         }
-        for &e in &self.tied_edges {
-            let p = self.marginals[e];
-            self.colour_values[graph.edge_colour[e] as usize] = p;
-            used += p;
-        }
+        let marginals = &self.marginals;
+        used += self.tied_sum(graph, |e, w| {
+            marginals[e] * graph.counts[w] as f64
+                / graph.colour_frequency[graph.edge_colour[e] as usize] as f64
+        });
         for ((g, &t), &e) in gradient.iter_mut().zip(&self.free_colour).zip(&self.free) {
-            *g = self.colour_values[t as usize] - self.marginals[e];
+            *g = self.colour_values[t as usize] - self.marginals[e as usize];
         }
         gradient[self.free.len()] = self.budget as f64 - used;
         let value = soft - self.budget as f64 * lambda - colour_tau * softplus;
         let exact = hard - top_sum(&mut self.totals, self.budget);
         if exact > self.best_value {
             self.best_value = exact;
-            self.best_point.copy_from_slice(point);
+            for (k, b) in self.best_point.iter_mut().enumerate() {
+                *b = point.get(k);
+            }
         }
         (-value, exact)
     }
@@ -146,31 +217,39 @@ impl DualAscent {
     /// edge from its own path variance plus c(1-c) / colour_tau from its colour; lambda
     /// gathers the colours' and the tied edges' terms.
     fn curvature(&self, graph: &TokenGraph, tau: f64, colour_tau: f64) -> Vec<f64> {
-        let mut path = vec![0.0; self.marginals.len()];
-        for w in 0..graph.counts.len() {
-            let count = graph.counts[w] as f64;
-            for e in graph.edge_start[w]..graph.edge_start[w + 1] {
-                let p = self.marginals[e];
-                path[e] = p * (1.0 - p) / (tau * count);
-            }
-        }
+        let path = |e: usize, w: usize| {
+            let p = self.marginals[e];
+            p * (1.0 - p) / (tau * graph.counts[w] as f64)
+        };
         let colour = |t: usize| {
             self.colour_values[t] * (1.0 - self.colour_values[t])
                 / (colour_tau * self.colour_scale[t])
         };
-        let mut diagonal: Vec<f64> = self
-            .free
-            .iter()
-            .map(|&e| path[e] + colour(graph.edge_colour[e] as usize))
-            .collect();
+        let mut diagonal = vec![0.0; self.free.len() + 1];
+        diagonal[..self.free.len()]
+            .par_chunks_mut(CHUNK)
+            .zip(self.free.par_chunks(CHUNK))
+            .for_each(|(d, free)| {
+                let first = free[0] as usize;
+                let mut w = graph.edge_start.partition_point(|&s| s <= first) - 1;
+                for (d, &e) in d.iter_mut().zip(free) {
+                    let e = e as usize;
+                    while graph.edge_start[w + 1] <= e {
+                        w += 1;
+                    }
+                    *d = path(e, w) + colour(graph.edge_colour[e] as usize);
+                }
+            });
         let mut budget = 0.0;
         for &t in &self.shared_colours {
             budget += colour(t as usize);
         }
-        for &e in &self.tied_edges {
-            budget += path[e];
-        }
-        diagonal.push(budget);
+        // A tied edge's price is lambda x its weight n_w / F_t, so its curvature counts squared.
+        budget += self.tied_sum(graph, |e, w| {
+            let weight = graph.counts[w] as f64 / graph.colour_frequency[graph.edge_colour[e] as usize] as f64;
+            weight * weight * path(e, w)
+        });
+        diagonal[self.free.len()] = budget;
         diagonal
     }
 
@@ -196,7 +275,7 @@ impl DualAscent {
         // the paper's scale every vector of this length is gigabytes.
         let point = std::mem::take(&mut self.point);
         let mut g = vec![0.0; n];
-        let (mut f, _) = self.evaluate(graph, &point, tau, colour_tau, &mut g);
+        let (mut f, _) = self.evaluate(graph, Point::Plain(&point), tau, colour_tau, &mut g);
         // Stage preconditioner: 1 / sqrt(curvature + its mean), so that the scaled variables
         // have curvature about 1 and a unit step is about a Newton step. The added mean keeps
         // flat coordinates (p and c near 0 or 1) from taking huge steps.
@@ -221,8 +300,7 @@ impl DualAscent {
         // taken in f64 from the stored values, so the pairs stay consistent).
         let mut pairs: VecDeque<Pair> = VecDeque::new();
         let mut spare: Vec<(Vec<f32>, Vec<f32>)> = Vec::new();
-        let (mut d, mut trial, mut unscaled, mut g_trial) =
-            (vec![0.0; n], vec![0.0; n], vec![0.0; n], vec![0.0; n]);
+        let (mut d, mut trial, mut g_trial) = (vec![0.0; n], vec![0.0; n], vec![0.0; n]);
         let mut alphas = Vec::with_capacity(memory);
         // Coordinates at their bound with the gradient pushing outwards stay fixed.
         let active = |x: f64, g: f64| x <= 0.0 && g > 0.0;
@@ -330,20 +408,19 @@ impl DualAscent {
                 let decrease = chunk_sum(
                     trial
                         .par_chunks_mut(CHUNK)
-                        .zip(unscaled.par_chunks_mut(CHUNK))
                         .zip(x.par_chunks(CHUNK).zip(d.par_chunks(CHUNK)))
-                        .zip(g.par_chunks(CHUNK).zip(scale.par_chunks(CHUNK)))
-                        .map(|(((t, u), (x, d)), (g, s))| {
+                        .zip(g.par_chunks(CHUNK))
+                        .map(|((t, (x, d)), g)| {
                             let mut sum = 0.0;
                             for i in 0..t.len() {
                                 t[i] = (x[i] + step * d[i]).max(0.0);
-                                u[i] = t[i] * s[i];
                                 sum += g[i] * (t[i] - x[i]);
                             }
                             sum
                         }),
                 );
-                (f_trial, _) = self.evaluate(graph, &unscaled, tau, colour_tau, &mut g_trial);
+                let at = Point::Scaled(&trial, &scale);
+                (f_trial, _) = self.evaluate(graph, at, tau, colour_tau, &mut g_trial);
                 g_trial
                     .par_chunks_mut(CHUNK)
                     .zip(scale.par_chunks(CHUNK))
@@ -402,11 +479,11 @@ impl DualAscent {
         }
         // The vectors of the stage go before the final evaluation, so that its scratch space
         // never adds to their peak.
-        drop((pairs, spare, d, trial, unscaled, g_trial));
+        drop((pairs, spare, d, trial, g_trial));
         let point: Vec<f64> = x.iter().zip(&scale).map(|(x, s)| x * s).collect();
         drop((x, scale));
         // Leave the colour values and marginals those of the final point.
-        self.evaluate(graph, &point, tau, colour_tau, &mut g);
+        self.evaluate(graph, Point::Plain(&point), tau, colour_tau, &mut g);
         self.point = point;
         StageEnd {
             iterations: done,
@@ -418,30 +495,51 @@ impl DualAscent {
 impl DualAscent {
     /// Starts at mu = 0, lambda = 0 for a budget of K tokens on `graph`; the colour temperature
     /// of a stage is `colour_tau_ratio` x its path temperature (in tokens) x the price scale.
-    pub fn new(g: &TokenGraph, budget: usize, colour_tau_ratio: f64) -> Result<Self, DualError> {
+    pub fn new(
+        g: &TokenGraph,
+        budget: usize,
+        colour_tau_ratio: f64,
+        own_prices: Option<&[bool]>,
+    ) -> Result<Self, DualError> {
         if !(colour_tau_ratio > 0.0) || colour_tau_ratio.is_infinite() {
             return Err(DualError::ColourTauRatio(colour_tau_ratio));
         }
-        let edges = g.edge_colour.len();
-        let mut per_colour = vec![0u32; g.colour_len.len()];
-        for &t in &g.edge_colour {
-            per_colour[t as usize] += 1;
+        let colours = g.colour_len.len();
+        if let Some(own) = own_prices {
+            if own.len() != colours {
+                return Err(DualError::Graph(GraphError::Length {
+                    input: GraphInput::Candidates,
+                    got: own.len(),
+                    expected: colours,
+                }));
+            }
         }
-        let shared_colours = (0..per_colour.len() as u32)
-            .filter(|&t| per_colour[t as usize] > 1)
-            .collect();
-        let tied_edges = (0..edges)
-            .filter(|&e| per_colour[g.edge_colour[e] as usize] == 1)
-            .collect();
-        let free: Vec<usize> = (0..edges)
-            .filter(|&e| per_colour[g.edge_colour[e] as usize] > 1)
-            .collect();
+        let edges = g.edge_colour.len();
+        let mut per_colour = vec![0u32; colours];
+        for &t in &g.edge_colour {
+            per_colour[t as usize] = per_colour[t as usize].saturating_add(1);
+        }
+        let shared = |t: usize| per_colour[t] > 1 && own_prices.is_none_or(|own| own[t]);
+        let shared_colours = (0..colours as u32).filter(|&t| shared(t as usize)).collect();
+        let mut tied = vec![0u64; edges.div_ceil(64)];
+        let mut free = Vec::new();
+        let mut free_colour = Vec::new();
+        for (e, &t) in g.edge_colour.iter().enumerate() {
+            if shared(t as usize) {
+                free.push(e as u32);
+                free_colour.push(t);
+            } else {
+                tied[e / 64] |= 1 << (e % 64);
+            }
+        }
+        free.shrink_to_fit();
+        free_colour.shrink_to_fit();
+        drop(per_colour);
         let variables = free.len() + 1;
-        let free_colour = free.iter().map(|&e| g.edge_colour[e]).collect();
         let (price_scale, colour_scale) = colour_scales(g, budget);
         Ok(DualAscent {
             colour_scale,
-            tied_edges,
+            tied,
             free,
             free_colour,
             shared_colours,
@@ -452,10 +550,10 @@ impl DualAscent {
             best_point: vec![0.0; variables],
             best_value: f64::NEG_INFINITY,
             evaluations: 0,
-            colour_values: vec![0.0; g.colour_len.len()],
+            colour_values: vec![0.0; colours],
             marginals: vec![0.0; edges],
             prices: Vec::new(),
-            totals: vec![0.0; g.colour_len.len()],
+            totals: vec![0.0; colours],
         })
     }
 
@@ -527,24 +625,37 @@ impl DualAscent {
         self.evaluations
     }
 
-    /// Edge prices mu of the best exact value (tied edges at their lambda).
-    pub fn best_prices(&self) -> Vec<f64> {
+    /// Edge prices mu of the best exact value (tied edges at lambda n_w / F_t).
+    pub fn best_prices(&self, graph: &TokenGraph) -> Vec<f64> {
         let mut out = Vec::new();
-        self.prices_of(&self.best_point, &mut out);
+        self.prices_of(graph, Point::Plain(&self.best_point), &mut out);
         out
     }
 
-    /// The current prices mu (tied edges at lambda).
-    pub fn prices(&self) -> Vec<f64> {
+    /// The current prices mu (tied edges at lambda n_w / F_t).
+    pub fn prices(&self, graph: &TokenGraph) -> Vec<f64> {
         let mut out = Vec::new();
-        self.prices_of(&self.point, &mut out);
+        self.prices_of(graph, Point::Plain(&self.point), &mut out);
         out
     }
 
-    /// Colour values c_t of the smoothed problem at the current point (a primal estimate:
-    /// sigmoid((M_t - lambda) / colour_tau), or the edge's marginal for single-edge colours).
-    pub fn colour_values(&self) -> &[f64] {
-        &self.colour_values
+    /// Colour values c_t of the smoothed problem at the last evaluation (a primal estimate:
+    /// sigmoid((M_t - lambda) / colour_tau) for a colour with its own prices, sum_e (n_w / F_t)
+    /// p_e over a tied colour's edges).
+    pub fn colour_values(&self, graph: &TokenGraph) -> Vec<f64> {
+        let mut values = vec![0.0; self.colour_values.len()];
+        for &t in &self.shared_colours {
+            values[t as usize] = self.colour_values[t as usize];
+        }
+        for w in 0..graph.counts.len() {
+            for e in graph.edge_start[w]..graph.edge_start[w + 1] {
+                if self.is_tied(e) {
+                    let t = graph.edge_colour[e] as usize;
+                    values[t] += self.marginals[e] * graph.counts[w] as f64 / graph.colour_frequency[t] as f64;
+                }
+            }
+        }
+        values
     }
 
     /// The current budget price lambda.
@@ -563,13 +674,7 @@ pub struct StageEnd {
 /// The price scale of a budget (a quarter of the K-th largest weighted colour frequency, at
 /// least 1) and each colour's temperature relative to it: min(1, its frequency / 4 / scale).
 fn colour_scales(g: &TokenGraph, budget: usize) -> (f64, Vec<f64>) {
-    let mut frequencies: Vec<u64> = g.colour_frequency.clone();
-    let price_scale = if budget == 0 || frequencies.is_empty() {
-        1.0
-    } else {
-        let split = frequencies.len() - budget.min(frequencies.len());
-        (*frequencies.select_nth_unstable(split).1 as f64 / 4.0).max(1.0)
-    };
+    let price_scale = crate::lp::census::price_scale(&mut g.colour_frequency.clone(), budget);
     // A colour's price total M_t can only approach lambda if it is frequent; a rare colour
     // smoothed at the full temperature would still count sigmoid(-lambda / colour_tau) of a
     // token, and the many rare colours together would push lambda up by about
@@ -655,4 +760,20 @@ fn axpy_dot_chunk(alpha: f64, x: &[f32], d: &mut [f64], next: &[f32]) -> f64 {
         tail += f64::from(m) * *d;
     }
     lanes.iter().sum::<f64>() + tail
+}
+
+/// Calls f(i, e, w) for the `len` edges e = first + i, with w the pre-token that owns e.
+#[inline]
+fn for_each_owned_edge(graph: &TokenGraph, first: usize, len: usize, mut f: impl FnMut(usize, usize, usize)) {
+    if len == 0 {
+        return;
+    }
+    let mut w = graph.edge_start.partition_point(|&s| s <= first) - 1;
+    for i in 0..len {
+        let e = first + i;
+        while graph.edge_start[w + 1] <= e {
+            w += 1;
+        }
+        f(i, e, w);
+    }
 }

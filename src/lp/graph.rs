@@ -536,6 +536,39 @@ impl TokenGraph {
         per_word.iter().sum()
     }
 
+    /// The colour totals M_t = sum of mu over the edges of colour t, summed in edge order.
+    pub fn colour_totals(&self, mu: &[f64]) -> Vec<f64> {
+        let mut totals = vec![0.0; self.colour_len.len()];
+        for (&t, &m) in self.edge_colour.iter().zip(mu) {
+            totals[t as usize] += m;
+        }
+        totals
+    }
+
+    /// The subgradient of L at the prices whose shortest paths marked `on_path` and whose top-K
+    /// colours are flagged `in_top`: d_e = on_path_e - in_top(colour of e), in {-1, 0, 1}.
+    /// Returns |d|^2, the number of edges where it is not 0.
+    pub fn subgradient_norm(&self, on_path: &[u8], in_top: &[bool]) -> usize {
+        self.edge_colour
+            .par_iter()
+            .zip(on_path)
+            .filter(|&(&t, &p)| (p != 0) != in_top[t as usize])
+            .count()
+    }
+
+    /// max(0, mu + step x d) for the subgradient d of `subgradient_norm`, edge by edge.
+    pub fn subgradient_step(&self, mu: &[f64], on_path: &[u8], in_top: &[bool], step: f64) -> Vec<f64> {
+        self.edge_colour
+            .par_iter()
+            .zip(on_path)
+            .zip(mu)
+            .map(|((&t, &p), &m)| {
+                let d = f64::from(p != 0) - f64::from(u8::from(in_top[t as usize]));
+                (m + step * d).max(0.0)
+            })
+            .collect()
+    }
+
     /// Length in bytes of full edge e of pre-token w.
     fn edge_length(&self, _w: usize, e: usize) -> usize {
         self.colour_len[self.edge_colour[e] as usize] as usize

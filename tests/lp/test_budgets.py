@@ -99,6 +99,44 @@ def test_convex_at_several_sizes_from_one_run(counts):
         polytok.train(counts, vocab_size=sizes, progress=False)
 
 
+def test_report_shows_the_certificates_of_certify_budgets(bpe, tmp_path, capsys):
+    """`polytok report --certificates` takes `polytok certify --budgets --json` as printed: its
+    table holds each budget's bound and counts as % of it, its CSV the same numbers, and the
+    page one more plot (gap against K) than without; a file of another shape is refused."""
+    tokenizer_file = tmp_path / "bpe.json"
+    bpe.save(tokenizer_file)
+    corpus = tmp_path / "corpus.txt"
+    corpus.write_text(open("tests/data/handbook-en-US.txt", encoding="utf-8").read()[:2500], encoding="utf-8")
+    assert main(["-q", "certify", "-t", str(tokenizer_file), str(corpus), "--solver", "dual",
+                 "--budgets", "12,40", "--json"]) == 0
+    table = tmp_path / "table.json"
+    table.write_text(capsys.readouterr().out, encoding="utf-8")
+    rows = json.loads(table.read_text())
+    page, plain = tmp_path / "report.html", tmp_path / "plain.html"
+    assert main(["-q", "report", str(tokenizer_file), "--text", str(corpus), "-o", str(plain)]) == 0
+    assert main(["-q", "report", str(tokenizer_file), "--text", str(corpus), "--certificates", str(table),
+                 "-o", str(page)]) == 0
+    html, html_plain = page.read_text(), plain.read_text()
+    assert "Certified lower bounds at each budget" in html and "Certified lower bounds" not in html_plain
+    assert html.count("<img ") == html_plain.count("<img ") + 1
+    written = json.loads(page.with_suffix(".json").read_text())["certificates"]
+    assert [row["budget"] for row in written] == [12, 40]
+    for row, source in zip(written, rows):
+        bound = source["certificate"]["bound"]
+        assert row["bound"] == bound
+        assert row["percent_of_bound"]["BPE"] == 100.0 * source["certificate"]["tokens"] / bound
+        assert row["percent_of_bound"]["Det"] == 100.0 * source["roundings"]["det"] / bound
+        assert f"{row['percent_of_bound']['Det']:.2f}%" in html
+    csv_rows = page.with_suffix(".csv").read_text().splitlines()
+    assert sum(line.startswith("certificates,") for line in csv_rows) == 2 * (1 + len(written[0]["percent_of_bound"]))
+    del rows[0]["roundings"]
+    table.write_text(json.dumps(rows), encoding="utf-8")
+    assert main(["-q", "report", str(tokenizer_file), "--text", str(corpus), "--certificates", str(table),
+                 "-o", str(tmp_path / "bad.html")]) == 2
+    assert "certificates entry 0" in capsys.readouterr().err
+    assert not (tmp_path / "bad.html").exists()
+
+
 def test_command_line_prints_table_two(bpe, counts, tmp_path, capsys):
     tokenizer_file = tmp_path / "bpe.json"
     bpe.save(tokenizer_file)

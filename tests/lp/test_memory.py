@@ -53,7 +53,7 @@ def test_sizes_parse_and_bad_ones_are_refused():
 def test_a_run_that_does_not_fit_stops_with_the_estimate_and_the_options():
     counts = excerpt_counts(3000)
     tokenizer = polytok.train(counts, vocab_size=256 + 30, progress=False)
-    needed = memory.estimate(counts, "dual")
+    needed = memory.estimate(counts, "dual", budgets=[30])
     with pytest.raises(memory.MemoryLimitError) as error:
         certify(tokenizer, counts, solver="dual", memory_limit=needed.bytes - 1)
     message = str(error.value)
@@ -62,7 +62,7 @@ def test_a_run_that_does_not_fit_stops_with_the_estimate_and_the_options():
     assert "max_token_bytes=" in message and "a smaller corpus" in message
     # The cap it proposes fits the limit, and then the certificate says what it covers.
     cap = int(message.split("max_token_bytes=")[1].split(" ")[0])
-    assert memory.estimate(counts, "dual", cap).bytes <= needed.bytes - 1
+    assert memory.estimate(counts, "dual", cap, budgets=[30]).bytes <= needed.bytes - 1
     capped = certify(tokenizer, counts, solver="dual", memory_limit=needed.bytes - 1, max_token_bytes=cap)
     assert f"of at most {cap} bytes" in capped.covers
     assert capped.bound <= capped.shortest_path_tokens
@@ -98,7 +98,7 @@ graph = TokenisationGraph(counts)
 relaxation = relax(graph, 256, solver="dual", tolerance=1e-3)
 relaxation.certify(upper_bound=float(counts.counts.sum()), steps=5)
 _, peak = resident()
-print(peak - before, memory.estimate(counts, "dual").bytes - memory.BASE, graph.num_edges)
+print(peak - before, memory.estimate(counts, "dual", budgets=[256]).bytes - memory.BASE, graph.num_edges)
 """
 
 

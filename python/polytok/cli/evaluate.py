@@ -40,7 +40,9 @@ COMPARE_EXAMPLES = """examples:
 REPORT_EXAMPLES = """examples:
   polytok report bpe.json convex.json --text handbook-en-US.txt handbook-es-ES.txt -o report.html
   polytok report cl100k.tiktoken o200k.tiktoken --pattern cl100k --text en.txt es.txt \\
-      --corpus held-out/ --reference en -o report.html      # also report.json and report.csv"""
+      --corpus held-out/ --reference en -o report.html      # also report.json and report.csv
+  polytok certify -t bpe.json corpus/ --budgets 8192,32768 --json > table2.json
+  polytok report bpe.json --text en.txt --certificates table2.json -o report.html   # gap-vs-budget plot"""
 
 TOKENIZER_FILES = "tokeniser files: polytok JSON, .tiktoken, HF tokenizer.json, SentencePiece .model"
 
@@ -164,6 +166,8 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sample", help="sentence to show cut by each tokeniser (default: first line of the reference)")
     parser.add_argument("--title", default="polytok report", help="title of the page")
     parser.add_argument("--lm", type=Path, metavar="FILE", help="results JSON of polytok lm-eval: adds a BpB-vs-vocabulary plot")
+    parser.add_argument("--certificates", type=Path, metavar="FILE",
+                        help="JSON of polytok certify --budgets ... --json: adds the bounds and the gap-vs-budget plot")
     parser.add_argument("--threads", type=int, default=None, help="encoder threads (default: all cores)")
     add_tokenizer_format_options(parser)
     add_corpus_options(parser)
@@ -182,6 +186,7 @@ def run_report(args: argparse.Namespace) -> None:
         title=args.title,
         num_threads=args.threads,
         lm=None if args.lm is None else read_json(args.lm, "LM results"),
+        certificates=None if args.certificates is None else read_json(args.certificates, "certificates"),
         **reader_options(args),
     )
     written = write_report(report, args.output)

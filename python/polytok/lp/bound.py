@@ -92,7 +92,7 @@ def lagrangian(graph: TokenisationGraph, prices: np.ndarray, budget: int) -> Lag
     capped graph, `value` is the graph's own L and `bound` the uncapped one)."""
     prices = np.ascontiguousarray(prices, dtype=np.float64)
     shortest, on_path = graph.core.shortest_paths(prices)
-    colour_prices = np.bincount(graph.edge_colours, weights=prices, minlength=graph.num_colours)
+    colour_prices = graph.core.colour_totals(prices)
     chosen = top_k(colour_prices, budget)
     top = float(np.sum(colour_prices[chosen]))
     value = shortest - top
@@ -126,7 +126,7 @@ def lagrangian_budgets(graph: TokenisationGraph, prices: np.ndarray, budgets: li
                          "one pass per budget: use lagrangian)")
     prices = np.ascontiguousarray(prices, dtype=np.float64)
     shortest, _ = graph.core.shortest_paths(prices)
-    colour_prices = np.bincount(graph.edge_colours, weights=prices, minlength=graph.num_colours)
+    colour_prices = graph.core.colour_totals(prices)
     # Summed from the largest down, so each top-K sum is a prefix sum of one order.
     descending = np.sort(colour_prices)[::-1]
     prefix = np.concatenate([[0.0], np.cumsum(descending)])
@@ -155,13 +155,13 @@ def _full_graph_prices(
     y = project_duals(lp, duals)
     lp_prices = np.maximum(-y[lp.capacity_rows], 0.0)
     prices = graph.core.prices_from_lp(lp_prices)
-    colour_prices = np.bincount(graph.edge_colours, weights=prices, minlength=graph.num_colours)
+    colour_prices = graph.core.colour_totals(prices)
     dropped = np.ones(graph.num_colours, dtype=bool)
     dropped[graph.lp_colours] = False
     if not dropped.any():
         return prices, colour_prices
     prices = graph.core.price_dropped(prices)
-    colour_prices = np.bincount(graph.edge_colours, weights=prices, minlength=graph.num_colours)
+    colour_prices = graph.core.colour_totals(prices)
     if cap:
         kth = _kth_largest(colour_prices[~dropped], budget)
         scale = np.ones(graph.num_colours)
@@ -233,17 +233,17 @@ def certify_prices(
         observe(current.colour_prices)
     best, best_prices = current, prices
     history = [current.bound]
-    # Polyak steps lambda (UB - L) / |g|^2 along the subgradient g_e = f_e - c_colour(e); a step
-    # that does not raise the bound halves lambda and restarts from the best prices.
+    # Polyak steps lambda (UB - L) / |g|^2 along the subgradient g_e = f_e - c_colour(e) (in
+    # {-1, 0, 1}, computed edge by edge in the core); a step that does not raise the bound halves
+    # lambda and restarts from the best prices.
     scale = 1.0
     for _ in range(steps if upper_bound is not None else 0):
         in_top = np.zeros(graph.num_colours, dtype=bool)
         in_top[best.chosen] = True
-        direction = best.on_path.astype(np.float64) - in_top[graph.edge_colours]
-        norm = float(direction @ direction)
+        norm = float(graph.core.subgradient_norm(best.on_path, in_top))
         if norm == 0.0 or upper_bound <= best.value:
             break
-        prices = np.maximum(best_prices + scale * (upper_bound - best.value) / norm * direction, 0.0)
+        prices = graph.core.subgradient_step(best_prices, best.on_path, in_top, scale * (upper_bound - best.value) / norm)
         current = lagrangian(graph, prices, budget)
         if observe is not None:
             observe(current.colour_prices)

@@ -5,10 +5,10 @@ instead of letting the kernel kill it.
 The tokenisation graph has one edge per substring of two or more bytes of every unique
 pre-token: L (L - 1) / 2 for a pre-token of L bytes (fewer with `max_token_bytes`), so the edge
 count is known from the counts' offsets alone. The number of colours (distinct substrings) and
-of colours with a single edge (the dual solver ties those edges to the budget price, so they
-cost no L-BFGS vectors) are counted by a census (`_core.substring_census`: a hash per edge,
-sorted, at 8 bytes an edge), or bounded: every edge its own colour and a variable, but at most
-65,536 two-byte colours. `guard` tries the instant bound first and counts only when it does not
+of edges the dual solver prices on their own at each budget (it ties the others to the budget
+price, so they cost no L-BFGS vectors: `polytok.lp.dual.own_price_colours`) are counted by a
+census (`_core.substring_census`: a hash per edge, sorted, at 16 bytes an edge), or bounded:
+every edge its own colour and a variable, but at most 65,536 two-byte colours. `guard` tries the instant bound first and counts only when it does not
 fit. The per-edge and per-colour costs below are read off the code (the arrays each stage holds
 at its peak) and checked against measured peak memory (`tests/lp/test_memory.py`, and
 `benchmarks/bench_scale.py --certify` at larger sizes).
@@ -18,12 +18,14 @@ from __future__ import annotations
 import os
 import re
 from dataclasses import dataclass
+from typing import Sequence
 
 import numpy as np
 
 from polytok import _core
 from polytok.counts import PreTokenCounts
 from polytok.errors import ConfigError, Error
+from polytok.lp.dual import TIE_FRACTION
 from polytok.lp.graph import TokenisationGraph
 
 GRAPH_EDGE = 4
@@ -40,24 +42,25 @@ PYTHON_EDGE = 4
 """NumPy's copy of the edge colours."""
 PYTHON_COLOUR = 12
 """NumPy's copies of the colour frequencies and lengths."""
-DUAL_EDGE = 16
-"""The dual solver per edge, for as long as it lives: marginals and prices."""
-DUAL_VARIABLE = 36
-"""The dual solver per edge whose colour has other edges (a variable), for as long as it lives:
-its index (in a vector that grows by doubling), colour, point and best point."""
-DUAL_STAGE = 120
-"""An L-BFGS stage per variable: seven vectors and six curvature pairs in f32, and slack."""
-DUAL_TIED_EDGE = 16
-"""The dual solver per edge whose colour has no other (tied to the budget price): its index."""
+DUAL_EDGE = 17
+"""The dual solver per edge, for as long as it lives: marginals, prices and a tied bit."""
+DUAL_VARIABLE = 24
+"""The dual solver per edge with a price of its own (a variable), for as long as it lives: its
+index, colour, point and best point."""
+DUAL_STAGE = 112
+"""An L-BFGS stage per variable: six vectors and six curvature pairs in f32, and slack."""
 DUAL_COLOUR = 44
 """The dual solver per colour: totals, values, temperatures, and the lists built at its start."""
-CERTIFY_EDGE = 64
-"""Certification per edge: prices, the best prices, path marks and a subgradient step's
-direction and temporaries."""
+CERTIFY_EDGE = 32
+"""Certification per edge: prices, the best prices, the next step's prices (the core computes
+the subgradient edge by edge) and two sets of path marks."""
 CERTIFY_COLOUR = 32
 """Certification per colour: two sets of colour totals and the top-K selection."""
-CENSUS_EDGE = 8
-"""The census (`_core.substring_census`) per edge: one 64-bit key, sorted in place."""
+CENSUS_EDGE = 16
+"""The census (`_core.substring_census`) per edge: a 64-bit key, its pre-token and length,
+sorted in place."""
+CENSUS_COLOUR = 28
+"""The census per colour: frequency, saving, edges, and one budget's copy of the frequencies."""
 PRE_TOKEN = 400
 """Per unique pre-token: the solver's plans (Rust), and the Python objects of the encoder's
 token count in `certify`."""
@@ -115,18 +118,21 @@ def colour_bound(counts: PreTokenCounts, max_token_bytes: int | None = None) -> 
 
 
 def estimate(counts: PreTokenCounts, solver: str, max_token_bytes: int | None = None, *,
-             census: bool = True) -> MemoryEstimate:
+             census: bool = True, budgets: Sequence[int] = ()) -> MemoryEstimate:
     """The peak memory of building the graph of `counts` (edges of at most `max_token_bytes`),
     solving with `solver` ("dual", or an LP solver: the graph and the certification only; each
-    reduced LP is checked before it is built, `check_lp`) and certifying. With `census`, the
-    colours are counted (`_core.substring_census`, 8 bytes an edge for a moment); without, the
+    reduced LP is checked before it is built, `check_lp`) at each of `budgets`, and certifying.
+    With `census`, the colours are counted (`_core.substring_census`, 16 bytes an edge for a
+    moment), and with budgets also the edges the dual solver prices on their own; without, the
     colour bound stands in and every edge counts as a variable (larger, and instant)."""
     edges = graph_edges(counts, max_token_bytes)
     if census:
-        _, colours, single = _core.substring_census(counts.data, counts.offsets, counts.counts, max_token_bytes or 0)
+        _, colours, single, free_edges = _core.substring_census(
+            counts.data, counts.offsets, counts.counts, max_token_bytes or 0, [int(b) for b in budgets], TIE_FRACTION)
+        free = max(free_edges) if budgets else edges - single
     else:
         colours, single = colour_bound(counts, max_token_bytes), 0
-    free = edges - single
+        free = edges
     pre_tokens = len(counts)
     capacity = _next_power_of_two(colours)
     graph = len(counts.data) + GRAPH_PRE_TOKEN * pre_tokens + GRAPH_EDGE * edges + GRAPH_COLOUR * capacity
@@ -134,11 +140,10 @@ def estimate(counts: PreTokenCounts, solver: str, max_token_bytes: int | None = 
     held = graph + PYTHON_EDGE * edges + PYTHON_COLOUR * colours
     working = CERTIFY_EDGE * edges + CERTIFY_COLOUR * colours
     if solver == "dual":
-        # The ascent lives on while each budget is certified (several budgets share it), so its
-        # state comes on top of either a stage or a certification.
-        ascent = DUAL_EDGE * edges + DUAL_VARIABLE * free + DUAL_TIED_EDGE * single + DUAL_COLOUR * colours
-        working = ascent + max(working, DUAL_STAGE * free)
-    peak = max(CENSUS_EDGE * edges if census else 0, build, held + working)
+        # Each budget's ascent is freed before its prices are certified.
+        ascent = DUAL_EDGE * edges + DUAL_VARIABLE * free + DUAL_COLOUR * colours
+        working = max(working, ascent + DUAL_STAGE * free)
+    peak = max(CENSUS_EDGE * edges + CENSUS_COLOUR * colours if census else 0, build, held + working)
     total = BASE + SLACK * (peak + PRE_TOKEN * pre_tokens)
     return MemoryEstimate(int(total), edges, colours, single, pre_tokens, max_token_bytes, census)
 
@@ -203,7 +208,7 @@ def gigabytes(size: int) -> str:
 
 def guard(
     counts: PreTokenCounts, solver: str, max_token_bytes: int | None, what: str, memory_limit: int | None,
-    cap_option: bool,
+    cap_option: bool, budgets: Sequence[int] = (),
 ) -> MemoryEstimate:
     """Raises MemoryLimitError, naming the estimate and the options that shrink it, when the run
     would need more than `memory_limit` (bytes) or, without one, the memory available now;
@@ -216,8 +221,8 @@ def guard(
     needed = estimate(counts, solver, max_token_bytes, census=False)
     if needed.bytes <= limit:
         return needed
-    if BASE + CENSUS_EDGE * needed.edges <= limit:
-        needed = estimate(counts, solver, max_token_bytes, census=True)
+    if BASE + CENSUS_EDGE * needed.edges + CENSUS_COLOUR * needed.colours <= limit:
+        needed = estimate(counts, solver, max_token_bytes, census=True, budgets=budgets)
         if needed.bytes <= limit:
             return needed
     options = []

@@ -98,7 +98,8 @@ def fit_convex_budgets(
     # The dual solver runs on the graph capped at max_token_bytes (its certificate prices the
     # longer substrings on the fly); the LP solvers restrict their LP on the full graph.
     graph_cap = max_token_bytes if solver == "dual" else None
-    memory.guard(counts, solver, graph_cap, "ConvexTok training", limit, cap_option=solver == "dual")
+    memory.guard(counts, solver, graph_cap, "ConvexTok training", limit, cap_option=solver == "dual",
+                 budgets=budgets)
     start = time.perf_counter()
     graph = TokenisationGraph(counts, graph_cap)
     graph_seconds = time.perf_counter() - start
