@@ -231,6 +231,10 @@ class LoadedTokenizer(BaseTokenizer):
         from polytok.offsets import byte_offsets, input_bytes, to_character_offsets
 
         data = input_bytes(text)
+        sentencepiece_offsets = getattr(self.pipeline, "offsets", None)
+        if sentencepiece_offsets is not None:
+            ids, offsets = sentencepiece_offsets(self._encoder, text)
+            return ids, to_character_offsets(data, offsets) if unit == "chars" else offsets
         if getattr(self.pipeline, "normalizer", None) is None:
             ids = self.encode(text)
             offsets = byte_offsets(self, ids)

@@ -15,6 +15,8 @@ import struct
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from polytok import _core
 from polytok.errors import ConfigError, EncodeError, FormatError
 from polytok.files import write_atomically
@@ -127,9 +129,12 @@ class SentencePiecePipeline(Pipeline):
     def __init__(self, spec: dict[str, Any], source: str, *, lossy: list[str], components: dict[str, Any]):
         super().__init__(kind="SentencePiece model", added=[], lossy=lossy, components=components)
         self.spec = spec
-        if spec["precompiled_charsmap"]:
-            CharsMap(spec["precompiled_charsmap"], f"{source} normalizer_spec.precompiled_charsmap")  # checks its header
+        # read in Python too (checking its header), for the aligned normaliser of `offsets`
+        self.charsmap = CharsMap(spec["precompiled_charsmap"], f"{source} normalizer_spec.precompiled_charsmap") \
+            if spec["precompiled_charsmap"] else None
         user_defined = [(piece.encode("utf-8"), index) for index, (piece, _, kind) in enumerate(spec["pieces"]) if kind == USER_DEFINED]
+        self.user_defined = sorted({piece for piece, _ in user_defined}, key=len, reverse=True)
+        self.known = frozenset(piece for piece, _, kind in spec["pieces"] if kind in (NORMAL, USER_DEFINED) and len(piece) == 1)
         # The whole encoding (normaliser, user-defined pieces, segmenter) runs in one core call.
         self.normalizer_core = _core.SentencePieceNormalizer(
             spec["precompiled_charsmap"], user_defined,
@@ -146,6 +151,136 @@ class SentencePiecePipeline(Pipeline):
         """`encode` of each text, the whole pipeline in the core, in parallel on `num_threads`
         (SentencePiece has no added-token stage: `split_added` changes nothing)."""
         return encoder.encode_sentencepiece_batch(self.normalizer_core, [_utf8(text) for text in texts], num_threads)
+
+    def normalize_aligned(self, data: bytes) -> tuple[bytes, list[int]]:
+        """SentencePiece's normaliser on UTF-8 `data` with its alignment: the normalised bytes
+        and, for each of their positions and the end, the byte of `data` it comes from (the
+        start of the input chunk whose rule or character produced it, the input's end after
+        the last), as SentencePiece's Normalizer builds `norm_to_orig`."""
+        spec = self.spec
+        escape, remove = spec["escape_whitespaces"], spec["remove_extra_whitespaces"]
+        space = SPACE.encode("utf-8") if escape else b" "
+        at, size = 0, len(data)
+        if remove:
+            while at < size:
+                replacement, length = self._normalize_prefix(data, at)
+                if replacement != b" ":
+                    break
+                at += length
+        if at == size:
+            return b"", []
+        out = bytearray()
+        origin: list[int] = []
+        if spec["add_dummy_prefix"]:
+            out += space
+            origin += [at] * len(space)
+        previous_space = remove
+        while at < size:
+            replacement, length = self._normalize_prefix(data, at)
+            if previous_space:
+                replacement = replacement.lstrip(b" ")
+            if replacement:
+                for byte in replacement:
+                    if escape and byte == 0x20:
+                        out += space
+                        origin += [at] * len(space)
+                    else:
+                        out.append(byte)
+                        origin.append(at)
+                previous_space = replacement.endswith(b" ")
+            at += length
+            if not remove:
+                previous_space = False
+        if remove:
+            while out.endswith(space):
+                cut = len(out) - len(space)
+                at = origin[cut]
+                del out[cut:], origin[cut:]
+        origin.append(at)
+        return bytes(out), origin
+
+    def _normalize_prefix(self, data: bytes, at: int) -> tuple[bytes, int]:
+        """What SentencePiece's NormalizePrefix makes of data[at:] and how many bytes it takes:
+        the longest user-defined piece kept as it is, else the longest charsmap rule, else one
+        character (an invalid byte as U+FFFD)."""
+        for piece in self.user_defined:
+            if data.startswith(piece, at):
+                return piece, len(piece)
+        if self.charsmap is not None:
+            matches = self.charsmap.prefix_matches(data, at)
+            if matches:
+                length, offset = matches[-1]
+                return self.charsmap._replacement(offset), length
+        lead = data[at]
+        length = 1 if lead < 0x80 else 2 if lead >> 5 == 6 else 3 if lead >> 4 == 14 else 4 if lead >> 3 == 30 else 0
+        chunk = data[at : at + length]
+        try:
+            if length and len(chunk) == length:
+                chunk.decode("utf-8")
+                return chunk, length
+        except UnicodeDecodeError:
+            pass
+        return "\ufffd".encode("utf-8"), 1
+
+    def offsets(self, encoder: Any, text: str | bytes) -> tuple[list[int], np.ndarray]:
+        """The ids of `text` (as `encode` gives them) and each piece's (begin, end) in its UTF-8
+        bytes, as `SentencePieceProcessor.encode(..., out_type="immutable_proto")` spans it:
+        a piece covers the input chunks its normalised bytes came from (norm_to_orig at its
+        start and at its end), so the dummy prefix is an empty span, a space piece covers the
+        extra spaces removed after it, and a character a rule rewrote belongs to the last piece
+        its output reaches; the byte-fallback pieces of an unknown character are empty spans at
+        its start but the last, which covers the whole character."""
+        ids = self.encode(encoder, text)
+        data = _utf8(text).encode("utf-8", "surrogatepass")
+        normalized, origin = self.normalize_aligned(data)
+        pieces = self.spec["pieces"]
+        result = np.zeros((len(ids), 2), dtype=np.int64)
+        at = 0
+        for index, token_id in enumerate(ids):
+            piece, _, kind = pieces[token_id]
+            if kind == BYTE:
+                start = at
+                while start > 0 and normalized[start] & 0xC0 == 0x80:
+                    start -= 1  # the unknown character this byte is part of
+                end = at + 1
+                last = end == len(normalized) or normalized[end] & 0xC0 != 0x80
+                result[index] = (origin[start], origin[end] if last else origin[start])
+                at = end
+                continue
+            if kind == UNKNOWN:
+                following = pieces[ids[index + 1]] if index + 1 < len(ids) else None
+                end = self._unknown_end(normalized, at, following)
+            else:
+                end = at + len(piece.encode("utf-8"))
+                if normalized[at:end] != piece.encode("utf-8"):
+                    end = -1
+            if end < 0:
+                raise EncodeError(f"piece {token_id} {piece!r} does not spell the normalised text at byte {at}; cannot place it in the input")
+            result[index] = (origin[at], origin[end])
+            at = end
+        if at != len(normalized):
+            raise EncodeError("the pieces do not spell the whole normalised text; cannot place them in the input")
+        return ids, result
+
+    def _unknown_end(self, normalized: bytes, at: int, following: tuple[str, float, int] | None) -> int:
+        """Where an unknown piece starting at byte `at` ends: after the run of characters that
+        are no piece by themselves (SentencePiece fuses them), the longest that the next piece
+        follows; -1 where none does."""
+        text = normalized[at:].decode("utf-8", "replace")
+        ends = []
+        position = at
+        for char in text:
+            if char in self.known:
+                break
+            position += len(char.encode("utf-8"))
+            ends.append(position)
+        for end in reversed(ends):
+            if following is None:
+                if end == len(normalized):
+                    return end
+            elif following[2] == BYTE or normalized.startswith(following[0].encode("utf-8"), end):
+                return end
+        return -1
 
     def decode(self, ids: list[int]) -> str:
         """SentencePiece's DecodeIds."""
