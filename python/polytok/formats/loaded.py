@@ -227,7 +227,8 @@ class LoadedTokenizer(BaseTokenizer):
         (offsets.py); otherwise, for a tokenizer.json, each token's place in its word
         (formats/huggingface/spans.py) maps back through the pre-tokeniser's and the
         normaliser's alignment (formats/huggingface/alignment.py) to whole characters of the
-        input, as `tokenizers` maps it. ConfigError for the other files."""
+        input, as `tokenizers` maps it; for a SentencePiece model, the spans `sentencepiece`
+        gives (formats/sentencepiece.py). ConfigError for the other files."""
         from polytok.offsets import byte_offsets, input_bytes, to_character_offsets
 
         data = input_bytes(text)

@@ -7,7 +7,8 @@ Encoding follows SentencePiece exactly: its normaliser (the precompiled charsmap
 first; whitespace removal; `▁` for spaces; the dummy prefix), user-defined pieces kept whole,
 then BPE by piece score or Unigram's Viterbi, and unknown pieces as their bytes when the model
 has byte fallback. Decoding follows its decoder too (control pieces vanish, `<unk>` shows as
-" ⁇ ", the dummy prefix space goes).
+" ⁇ ", the dummy prefix space goes). Offsets replay the normaliser in Python with
+SentencePiece's alignment and give each piece the span the library gives it.
 """
 from __future__ import annotations
 
@@ -206,11 +207,9 @@ class SentencePiecePipeline(Pipeline):
         for piece in self.user_defined:
             if data.startswith(piece, at):
                 return piece, len(piece)
-        if self.charsmap is not None:
-            matches = self.charsmap.prefix_matches(data, at)
-            if matches:
-                length, offset = matches[-1]
-                return self.charsmap._replacement(offset), length
+        rule = None if self.charsmap is None else self.charsmap.longest_rule(data, at)
+        if rule is not None:
+            return rule
         lead = data[at]
         length = 1 if lead < 0x80 else 2 if lead >> 5 == 6 else 3 if lead >> 4 == 14 else 4 if lead >> 3 == 30 else 0
         chunk = data[at : at + length]
@@ -224,12 +223,12 @@ class SentencePiecePipeline(Pipeline):
 
     def offsets(self, encoder: Any, text: str | bytes) -> tuple[list[int], np.ndarray]:
         """The ids of `text` (as `encode` gives them) and each piece's (begin, end) in its UTF-8
-        bytes, as `SentencePieceProcessor.encode(..., out_type="immutable_proto")` spans it:
+        bytes, as `SentencePieceProcessor.encode(..., return_type="proto")` spans it:
         a piece covers the input chunks its normalised bytes came from (norm_to_orig at its
         start and at its end), so the dummy prefix is an empty span, a space piece covers the
         extra spaces removed after it, and a character a rule rewrote belongs to the last piece
-        its output reaches; the byte-fallback pieces of an unknown character are empty spans at
-        its start but the last, which covers the whole character."""
+        its output reaches (so the byte-fallback pieces of an unknown character are empty spans
+        at its start but the last, which covers the whole character)."""
         ids = self.encode(encoder, text)
         data = _utf8(text).encode("utf-8", "surrogatepass")
         normalized, origin = self.normalize_aligned(data)
@@ -238,18 +237,11 @@ class SentencePiecePipeline(Pipeline):
         at = 0
         for index, token_id in enumerate(ids):
             piece, _, kind = pieces[token_id]
-            if kind == BYTE:
-                start = at
-                while start > 0 and normalized[start] & 0xC0 == 0x80:
-                    start -= 1  # the unknown character this byte is part of
-                end = at + 1
-                last = end == len(normalized) or normalized[end] & 0xC0 != 0x80
-                result[index] = (origin[start], origin[end] if last else origin[start])
-                at = end
-                continue
             if kind == UNKNOWN:
                 following = pieces[ids[index + 1]] if index + 1 < len(ids) else None
                 end = self._unknown_end(normalized, at, following)
+            elif kind == BYTE:
+                end = at + 1 if at < len(normalized) and normalized[at] == int(piece[3:5], 16) else -1
             else:
                 end = at + len(piece.encode("utf-8"))
                 if normalized[at:end] != piece.encode("utf-8"):
