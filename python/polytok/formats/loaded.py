@@ -245,7 +245,7 @@ class LoadedTokenizer(BaseTokenizer):
         if token_spans is None:
             rewriting = ", ".join(f"{key}={value}" for key, value in self.pipeline.components.items() if value) or "its pipeline"
             raise ConfigError(
-                f"offsets need a pipeline whose tokens spell the input, or a tokenizer.json; "
+                f"offsets need a pipeline whose tokens spell the input, a tokenizer.json or a SentencePiece model; "
                 f"the tokens of this {self.pipeline.kind} file do not ({rewriting}), so they do not map back to the input"
             )
         ids, spelled, origin, offsets = token_spans(self._encoder, self.vocab, text)

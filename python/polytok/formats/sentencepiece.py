@@ -12,6 +12,7 @@ SentencePiece's alignment and give each piece the span the library gives it.
 """
 from __future__ import annotations
 
+import re
 import struct
 from pathlib import Path
 from typing import Any
@@ -135,6 +136,11 @@ class SentencePiecePipeline(Pipeline):
             if spec["precompiled_charsmap"] else None
         user_defined = [(piece.encode("utf-8"), index) for index, (piece, _, kind) in enumerate(spec["pieces"]) if kind == USER_DEFINED]
         self.user_defined = sorted({piece for piece, _ in user_defined}, key=len, reverse=True)
+        # each piece's kind, and the normalised bytes it stands for (a byte piece its byte)
+        self._kinds = [kind for _, _, kind in spec["pieces"]]
+        self._surfaces = [bytes([int(piece[3:5], 16)]) if kind == BYTE else piece.encode("utf-8") for piece, _, kind in spec["pieces"]]
+        self._lengths = np.array([len(surface) for surface in self._surfaces], dtype=np.int64)
+        self._may_change: dict[str, bool] = {}  # characters the normaliser may rewrite (offsets)
         self.known = frozenset(piece for piece, _, kind in spec["pieces"] if kind in (NORMAL, USER_DEFINED) and len(piece) == 1)
         # The whole encoding (normaliser, user-defined pieces, segmenter) runs in one core call.
         self.normalizer_core = _core.SentencePieceNormalizer(
@@ -176,7 +182,24 @@ class SentencePiecePipeline(Pipeline):
             out += space
             origin += [at] * len(space)
         previous_space = remove
+        special = self._special_characters(data)
         while at < size:
+            if special is not None:
+                # a run of characters that are no space and start no rule is copied as it is
+                match = special.search(data, at)
+                stop = match.start() if match else size
+                if stop > at:
+                    out += data[at:stop]
+                    if data[at:stop].isascii():
+                        origin.extend(range(at, stop))
+                    else:
+                        for char in data[at:stop].decode("utf-8"):
+                            width = len(char.encode("utf-8"))
+                            origin.extend([at] * width)
+                            at += width
+                    at = stop
+                    previous_space = False
+                    continue
             replacement, length = self._normalize_prefix(data, at)
             if previous_space:
                 replacement = replacement.lstrip(b" ")
@@ -199,6 +222,26 @@ class SentencePiecePipeline(Pipeline):
                 del out[cut:], origin[cut:]
         origin.append(at)
         return bytes(out), origin
+
+    def _special_characters(self, data: bytes) -> re.Pattern[bytes] | None:
+        """A pattern of the characters of UTF-8 `data` that the normaliser may change: spaces
+        and those a charsmap rule or a user-defined piece may start with (None where `data` is
+        not valid UTF-8: every position is then looked up)."""
+        try:
+            characters = set(data.decode("utf-8"))
+        except UnicodeDecodeError:
+            return None
+        special = []
+        if len(self._may_change) > 100_000:  # distinct characters seen; bounded for hostile input
+            self._may_change.clear()
+        for char in sorted(characters):
+            if char not in self._may_change:
+                encoded = char.encode("utf-8")
+                self._may_change[char] = char == " " or any(piece.startswith(encoded) for piece in self.user_defined) or (
+                    self.charsmap is not None and self.charsmap.may_start(encoded))
+            if self._may_change[char]:
+                special.append(re.escape(char.encode("utf-8")))
+        return re.compile(b"|".join(special) if special else b"(?!)")
 
     def _normalize_prefix(self, data: bytes, at: int) -> tuple[bytes, int]:
         """What SentencePiece's NormalizePrefix makes of data[at:] and how many bytes it takes:
@@ -232,6 +275,13 @@ class SentencePiecePipeline(Pipeline):
         ids = self.encode(encoder, text)
         data = _utf8(text).encode("utf-8", "surrogatepass")
         normalized, origin = self.normalize_aligned(data)
+        if not any(self._kinds[token_id] == UNKNOWN for token_id in ids):
+            # every piece's length is known: its text, or one byte
+            if b"".join(self._surfaces[token_id] for token_id in ids) != normalized:
+                raise EncodeError("the pieces do not spell the normalised text; cannot place them in the input")
+            ends = np.cumsum(self._lengths[ids], dtype=np.int64) if ids else np.zeros(0, dtype=np.int64)
+            bounds = np.array(origin, dtype=np.int64)[np.append(0, ends)] if ids else np.zeros(1, dtype=np.int64)
+            return ids, np.stack([bounds[:-1], bounds[1:]], axis=1)
         pieces = self.spec["pieces"]
         result = np.zeros((len(ids), 2), dtype=np.int64)
         at = 0

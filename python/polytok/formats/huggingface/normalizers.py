@@ -197,6 +197,23 @@ class CharsMap:
                 found.append((index + 1 - start, units[position] & ((1 << 31) - 1)))
         return found
 
+    def may_start(self, data: bytes) -> bool:
+        """Whether some rule starts with `data` (or is a prefix of it)."""
+        units = self.units
+        if not units:
+            return False
+        unit = units[0]
+        position = (unit >> 10) << ((unit & (1 << 9)) >> 6)
+        for byte in data:
+            position ^= byte
+            if position >= len(units):
+                return False
+            unit = units[position]
+            if (unit & ((1 << 31) | 0xFF)) != byte:
+                return False
+            position ^= (unit >> 10) << ((unit & (1 << 9)) >> 6)
+        return True
+
     def longest_rule(self, data: bytes, start: int) -> tuple[bytes, int] | None:
         """The replacement of the longest rule that is a prefix of data[start:] and that rule's
         length (SentencePiece's lookup); None where no rule is."""
