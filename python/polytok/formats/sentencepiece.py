@@ -140,7 +140,11 @@ class SentencePiecePipeline(Pipeline):
         self._kinds = [kind for _, _, kind in spec["pieces"]]
         self._surfaces = [bytes([int(piece[3:5], 16)]) if kind == BYTE else piece.encode("utf-8") for piece, _, kind in spec["pieces"]]
         self._lengths = np.array([len(surface) for surface in self._surfaces], dtype=np.int64)
-        self._may_change: dict[str, bool] = {}  # characters the normaliser may rewrite (offsets)
+        # for offsets: where the normaliser may rewrite each character seen (see _changes), and
+        # for those only longer rules start with, the following characters checked and those
+        # that continue such a rule
+        self._may_change: dict[str, str] = {}
+        self._continued: dict[str, tuple[set[str], set[str]]] = {}
         self.known = frozenset(piece for piece, _, kind in spec["pieces"] if kind in (NORMAL, USER_DEFINED) and len(piece) == 1)
         # The whole encoding (normaliser, user-defined pieces, segmenter) runs in one core call.
         self.normalizer_core = _core.SentencePieceNormalizer(
@@ -224,24 +228,49 @@ class SentencePiecePipeline(Pipeline):
         return bytes(out), origin
 
     def _special_characters(self, data: bytes) -> re.Pattern[bytes] | None:
-        """A pattern of the characters of UTF-8 `data` that the normaliser may change: spaces
-        and those a charsmap rule or a user-defined piece may start with (None where `data` is
-        not valid UTF-8: every position is then looked up)."""
+        """A pattern of the places in UTF-8 `data` where the normaliser may change something: a
+        space, a character a charsmap rule is or a user-defined piece starts with, and a
+        character longer rules start with where the character after it continues one of them
+        (None where `data` is not valid UTF-8: every position is then looked up)."""
         try:
             characters = set(data.decode("utf-8"))
         except UnicodeDecodeError:
             return None
-        special = []
         if len(self._may_change) > 100_000:  # distinct characters seen; bounded for hostile input
             self._may_change.clear()
+            self._continued.clear()
+        alternatives = []
         for char in sorted(characters):
             if char not in self._may_change:
+                self._may_change[char] = self._changes(char)
+            change = self._may_change[char]
+            if change == "always":
+                alternatives.append(re.escape(char.encode("utf-8")))
+            elif change == "followed":
+                checked, continuing = self._continued.setdefault(char, (set(), set()))
                 encoded = char.encode("utf-8")
-                self._may_change[char] = char == " " or any(piece.startswith(encoded) for piece in self.user_defined) or (
-                    self.charsmap is not None and self.charsmap.may_start(encoded))
-            if self._may_change[char]:
-                special.append(re.escape(char.encode("utf-8")))
-        return re.compile(b"|".join(special) if special else b"(?!)")
+                for following in characters - checked:
+                    if self.charsmap is not None and self.charsmap.may_start(encoded + following.encode("utf-8")):
+                        continuing.add(following)
+                checked.update(characters)
+                followers = sorted(characters & continuing)
+                if followers:
+                    lookahead = b"|".join(re.escape(following.encode("utf-8")) for following in followers)
+                    alternatives.append(re.escape(encoded) + b"(?=" + lookahead + b")")
+        return re.compile(b"|".join(alternatives) if alternatives else b"(?!)")
+
+    def _changes(self, char: str) -> str:
+        """Where the normaliser may change `char`: "always" (a space, a rule for the character
+        itself, a user-defined piece starting with it), "followed" (only rules longer than it
+        start with it), or "never"."""
+        encoded = char.encode("utf-8")
+        if char == " " or any(piece.startswith(encoded) for piece in self.user_defined):
+            return "always"
+        if self.charsmap is None or not self.charsmap.may_start(encoded):
+            return "never"
+        if any(length == len(encoded) for length, _ in self.charsmap.prefix_matches(encoded, 0)):
+            return "always"
+        return "followed"
 
     def _normalize_prefix(self, data: bytes, at: int) -> tuple[bytes, int]:
         """What SentencePiece's NormalizePrefix makes of data[at:] and how many bytes it takes:
