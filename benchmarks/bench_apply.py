@@ -17,7 +17,11 @@ step and offsets at most 1.3x plain encode per token).
 - offsets through a normaliser: on the HF Llama 2 layout file of bench_loaded.py (trained once
   with `tokenizers`), `encode_with_offsets` against that file's `encode`, and `tokenizers`'
   own encode (its offsets come with every encoding) against the same, on `--normalised-mb` of
-  the documents.
+  the documents;
+- offsets of a SentencePiece model: on the 8k byte-fallback Unigram `.model` of bench_loaded.py
+  (NFKC charsmap, trained once with `sentencepiece`), `encode_with_offsets` against that file's
+  `encode`, and `sentencepiece`'s encode with its spans (`return_type="proto"`) against the same,
+  on the same megabytes.
 
     python benchmarks/bench_apply.py [--mb 4] [--repeats 7] [--normalised-mb 0.5]
 """
@@ -134,6 +138,7 @@ def main() -> None:
 
     if args.normalised_mb > 0:
         rows.extend(normalised_offsets(args.normalised_mb, args.repeats))
+        rows.extend(sentencepiece_offsets(args.normalised_mb, args.repeats))
 
     print(f"\n{'operation':<56} {'ns/token':>9} {'encode ns':>10} {'vs encode':>10}")
     for name, seconds, reference, count in rows:
@@ -172,6 +177,39 @@ def normalised_offsets(megabytes: float, repeats: int) -> list[tuple[str, float,
     print(f"offsets through a normaliser: {len(docs)} documents, {count} tokens of the HF Llama 2 layout", flush=True)
     return [("HF Llama 2 layout: encode_with_offsets (vs its encode)", *paired(repeats, plain, offsets), count),
             ("  tokenizers' encode with its offsets (vs polytok encode)", *paired(repeats, plain, peer), count)]
+
+
+def sentencepiece_offsets(megabytes: float, repeats: int) -> list[tuple[str, float, float, int]]:
+    """Rows for offsets of a SentencePiece `.model` (bench_loaded.py's byte-fallback Unigram,
+    trained once with `sentencepiece`): polytok's `encode_with_offsets` against its `encode`,
+    and `sentencepiece`'s encode with spans against polytok's `encode`."""
+    import polytok
+    import sentencepiece
+    from bench_loaded import train_models
+
+    path = train_models(8000, ["spm-unigram"])["spm-unigram"]
+    loaded = polytok.load(path)
+    theirs = sentencepiece.SentencePieceProcessor(model_file=str(path))
+    docs = documents(megabytes)
+    count = sum(len(loaded.encode(doc)) for doc in docs)
+    sample = docs[0][:2000]
+    assert loaded.encode_with_offsets(sample)[1].tolist() == [[p.begin, p.end] for p in theirs.encode(sample, return_type="proto").pieces]
+
+    def plain():
+        for doc in docs:
+            loaded.encode(doc)
+
+    def offsets():
+        for doc in docs:
+            loaded.encode_with_offsets(doc)
+
+    def peer():
+        for doc in docs:
+            theirs.encode(doc, return_type="proto")
+
+    print(f"offsets of a SentencePiece model: {len(docs)} documents, {count} tokens of the 8k Unigram .model", flush=True)
+    return [("SentencePiece Unigram .model: encode_with_offsets (vs its encode)", *paired(repeats, plain, offsets), count),
+            ("  sentencepiece's encode with spans (vs polytok encode)", *paired(repeats, plain, peer), count)]
 
 
 if __name__ == "__main__":

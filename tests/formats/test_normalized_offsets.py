@@ -123,13 +123,6 @@ def test_loaded_fixtures_whose_tokens_do_not_spell_the_text_agree_with_tokenizer
     check_against_tokenizers(tokenizers.Tokenizer.from_file(str(READERS / name)), polytok.load(READERS / name), text)
 
 
-@pytest.mark.parametrize("name", ["sp-bpe-bytes.model", "sp-unigram.model"])
-def test_sentencepiece_models_refuse_offsets(name):
-    """A .model is normalised in the core, which gives no alignment."""
-    with pytest.raises(ConfigError, match="offsets need a pipeline whose tokens spell the input, or a tokenizer.json"):
-        polytok.load(READERS / name).encode_with_offsets("Héllo wörld")
-
-
 def test_chunks_need_tokens_that_spell_the_input():
     tokenizer = polytok.load(READERS / "hf-bpe-byte-level-nfc.json")
     with pytest.raises(ConfigError, match="chunk needs tokens that spell the input"):

@@ -227,10 +227,15 @@ class LoadedTokenizer(BaseTokenizer):
         (offsets.py); otherwise, for a tokenizer.json, each token's place in its word
         (formats/huggingface/spans.py) maps back through the pre-tokeniser's and the
         normaliser's alignment (formats/huggingface/alignment.py) to whole characters of the
-        input, as `tokenizers` maps it. ConfigError for the other files."""
+        input, as `tokenizers` maps it; for a SentencePiece model, the spans `sentencepiece`
+        gives (formats/sentencepiece.py). ConfigError for the other files."""
         from polytok.offsets import byte_offsets, input_bytes, to_character_offsets
 
         data = input_bytes(text)
+        sentencepiece_offsets = getattr(self.pipeline, "offsets", None)
+        if sentencepiece_offsets is not None:
+            ids, offsets = sentencepiece_offsets(self._encoder, text)
+            return ids, to_character_offsets(data, offsets) if unit == "chars" else offsets
         if getattr(self.pipeline, "normalizer", None) is None:
             ids = self.encode(text)
             offsets = byte_offsets(self, ids)
@@ -240,7 +245,7 @@ class LoadedTokenizer(BaseTokenizer):
         if token_spans is None:
             rewriting = ", ".join(f"{key}={value}" for key, value in self.pipeline.components.items() if value) or "its pipeline"
             raise ConfigError(
-                f"offsets need a pipeline whose tokens spell the input, or a tokenizer.json; "
+                f"offsets need a pipeline whose tokens spell the input, a tokenizer.json or a SentencePiece model; "
                 f"the tokens of this {self.pipeline.kind} file do not ({rewriting}), so they do not map back to the input"
             )
         ids, spelled, origin, offsets = token_spans(self._encoder, self.vocab, text)

@@ -7,13 +7,17 @@ Encoding follows SentencePiece exactly: its normaliser (the precompiled charsmap
 first; whitespace removal; `▁` for spaces; the dummy prefix), user-defined pieces kept whole,
 then BPE by piece score or Unigram's Viterbi, and unknown pieces as their bytes when the model
 has byte fallback. Decoding follows its decoder too (control pieces vanish, `<unk>` shows as
-" ⁇ ", the dummy prefix space goes).
+" ⁇ ", the dummy prefix space goes). Offsets replay the normaliser in Python with
+SentencePiece's alignment and give each piece the span the library gives it.
 """
 from __future__ import annotations
 
+import re
 import struct
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from polytok import _core
 from polytok.errors import ConfigError, EncodeError, FormatError
@@ -127,9 +131,21 @@ class SentencePiecePipeline(Pipeline):
     def __init__(self, spec: dict[str, Any], source: str, *, lossy: list[str], components: dict[str, Any]):
         super().__init__(kind="SentencePiece model", added=[], lossy=lossy, components=components)
         self.spec = spec
-        if spec["precompiled_charsmap"]:
-            CharsMap(spec["precompiled_charsmap"], f"{source} normalizer_spec.precompiled_charsmap")  # checks its header
+        # read in Python too (checking its header), for the aligned normaliser of `offsets`
+        self.charsmap = CharsMap(spec["precompiled_charsmap"], f"{source} normalizer_spec.precompiled_charsmap") \
+            if spec["precompiled_charsmap"] else None
         user_defined = [(piece.encode("utf-8"), index) for index, (piece, _, kind) in enumerate(spec["pieces"]) if kind == USER_DEFINED]
+        self.user_defined = sorted({piece for piece, _ in user_defined}, key=len, reverse=True)
+        # each piece's kind, and the normalised bytes it stands for (a byte piece its byte)
+        self._kinds = [kind for _, _, kind in spec["pieces"]]
+        self._surfaces = [bytes([int(piece[3:5], 16)]) if kind == BYTE else piece.encode("utf-8") for piece, _, kind in spec["pieces"]]
+        self._lengths = np.array([len(surface) for surface in self._surfaces], dtype=np.int64)
+        # for offsets: where the normaliser may rewrite each character seen (see _changes), and
+        # for those only longer rules start with, the following characters checked and those
+        # that continue such a rule
+        self._may_change: dict[str, str] = {}
+        self._continued: dict[str, tuple[set[str], set[str]]] = {}
+        self.known = frozenset(piece for piece, _, kind in spec["pieces"] if kind in (NORMAL, USER_DEFINED) and len(piece) == 1)
         # The whole encoding (normaliser, user-defined pieces, segmenter) runs in one core call.
         self.normalizer_core = _core.SentencePieceNormalizer(
             spec["precompiled_charsmap"], user_defined,
@@ -146,6 +162,196 @@ class SentencePiecePipeline(Pipeline):
         """`encode` of each text, the whole pipeline in the core, in parallel on `num_threads`
         (SentencePiece has no added-token stage: `split_added` changes nothing)."""
         return encoder.encode_sentencepiece_batch(self.normalizer_core, [_utf8(text) for text in texts], num_threads)
+
+    def normalize_aligned(self, data: bytes) -> tuple[bytes, list[int]]:
+        """SentencePiece's normaliser on UTF-8 `data` with its alignment: the normalised bytes
+        and, for each of their positions and the end, the byte of `data` it comes from (the
+        start of the input chunk whose rule or character produced it, the input's end after
+        the last), as SentencePiece's Normalizer builds `norm_to_orig`."""
+        spec = self.spec
+        escape, remove = spec["escape_whitespaces"], spec["remove_extra_whitespaces"]
+        space = SPACE.encode("utf-8") if escape else b" "
+        at, size = 0, len(data)
+        if remove:
+            while at < size:
+                replacement, length = self._normalize_prefix(data, at)
+                if replacement != b" ":
+                    break
+                at += length
+        if at == size:
+            return b"", []
+        out = bytearray()
+        origin: list[int] = []
+        if spec["add_dummy_prefix"]:
+            out += space
+            origin += [at] * len(space)
+        previous_space = remove
+        special = self._special_characters(data)
+        while at < size:
+            if special is not None:
+                # a run of characters that are no space and start no rule is copied as it is
+                match = special.search(data, at)
+                stop = match.start() if match else size
+                if stop > at:
+                    out += data[at:stop]
+                    if data[at:stop].isascii():
+                        origin.extend(range(at, stop))
+                    else:
+                        for char in data[at:stop].decode("utf-8"):
+                            width = len(char.encode("utf-8"))
+                            origin.extend([at] * width)
+                            at += width
+                    at = stop
+                    previous_space = False
+                    continue
+            replacement, length = self._normalize_prefix(data, at)
+            if previous_space:
+                replacement = replacement.lstrip(b" ")
+            if replacement:
+                for byte in replacement:
+                    if escape and byte == 0x20:
+                        out += space
+                        origin += [at] * len(space)
+                    else:
+                        out.append(byte)
+                        origin.append(at)
+                previous_space = replacement.endswith(b" ")
+            at += length
+            if not remove:
+                previous_space = False
+        if remove:
+            while out.endswith(space):
+                cut = len(out) - len(space)
+                at = origin[cut]
+                del out[cut:], origin[cut:]
+        origin.append(at)
+        return bytes(out), origin
+
+    def _special_characters(self, data: bytes) -> re.Pattern[bytes] | None:
+        """A pattern of the places in UTF-8 `data` where the normaliser may change something: a
+        space, a character a charsmap rule is or a user-defined piece starts with, and a
+        character longer rules start with where the character after it continues one of them
+        (None where `data` is not valid UTF-8: every position is then looked up)."""
+        try:
+            characters = set(data.decode("utf-8"))
+        except UnicodeDecodeError:
+            return None
+        if len(self._may_change) > 100_000:  # distinct characters seen; bounded for hostile input
+            self._may_change.clear()
+            self._continued.clear()
+        alternatives = []
+        for char in sorted(characters):
+            if char not in self._may_change:
+                self._may_change[char] = self._changes(char)
+            change = self._may_change[char]
+            if change == "always":
+                alternatives.append(re.escape(char.encode("utf-8")))
+            elif change == "followed":
+                checked, continuing = self._continued.setdefault(char, (set(), set()))
+                encoded = char.encode("utf-8")
+                for following in characters - checked:
+                    if self.charsmap is not None and self.charsmap.may_start(encoded + following.encode("utf-8")):
+                        continuing.add(following)
+                checked.update(characters)
+                followers = sorted(characters & continuing)
+                if followers:
+                    lookahead = b"|".join(re.escape(following.encode("utf-8")) for following in followers)
+                    alternatives.append(re.escape(encoded) + b"(?=" + lookahead + b")")
+        return re.compile(b"|".join(alternatives) if alternatives else b"(?!)")
+
+    def _changes(self, char: str) -> str:
+        """Where the normaliser may change `char`: "always" (a space, a rule for the character
+        itself, a user-defined piece starting with it), "followed" (only rules longer than it
+        start with it), or "never"."""
+        encoded = char.encode("utf-8")
+        if char == " " or any(piece.startswith(encoded) for piece in self.user_defined):
+            return "always"
+        if self.charsmap is None or not self.charsmap.may_start(encoded):
+            return "never"
+        if any(length == len(encoded) for length, _ in self.charsmap.prefix_matches(encoded, 0)):
+            return "always"
+        return "followed"
+
+    def _normalize_prefix(self, data: bytes, at: int) -> tuple[bytes, int]:
+        """What SentencePiece's NormalizePrefix makes of data[at:] and how many bytes it takes:
+        the longest user-defined piece kept as it is, else the longest charsmap rule, else one
+        character (an invalid byte as U+FFFD)."""
+        for piece in self.user_defined:
+            if data.startswith(piece, at):
+                return piece, len(piece)
+        rule = None if self.charsmap is None else self.charsmap.longest_rule(data, at)
+        if rule is not None:
+            return rule
+        lead = data[at]
+        length = 1 if lead < 0x80 else 2 if lead >> 5 == 6 else 3 if lead >> 4 == 14 else 4 if lead >> 3 == 30 else 0
+        chunk = data[at : at + length]
+        try:
+            if length and len(chunk) == length:
+                chunk.decode("utf-8")
+                return chunk, length
+        except UnicodeDecodeError:
+            pass
+        return "\ufffd".encode("utf-8"), 1
+
+    def offsets(self, encoder: Any, text: str | bytes) -> tuple[list[int], np.ndarray]:
+        """The ids of `text` (as `encode` gives them) and each piece's (begin, end) in its UTF-8
+        bytes, as `SentencePieceProcessor.encode(..., return_type="proto")` spans it:
+        a piece covers the input chunks its normalised bytes came from (norm_to_orig at its
+        start and at its end), so the dummy prefix is an empty span, a space piece covers the
+        extra spaces removed after it, and a character a rule rewrote belongs to the last piece
+        its output reaches (so the byte-fallback pieces of an unknown character are empty spans
+        at its start but the last, which covers the whole character)."""
+        ids = self.encode(encoder, text)
+        data = _utf8(text).encode("utf-8", "surrogatepass")
+        normalized, origin = self.normalize_aligned(data)
+        if not any(self._kinds[token_id] == UNKNOWN for token_id in ids):
+            # every piece's length is known: its text, or one byte
+            if b"".join(self._surfaces[token_id] for token_id in ids) != normalized:
+                raise EncodeError("the pieces do not spell the normalised text; cannot place them in the input")
+            ends = np.cumsum(self._lengths[ids], dtype=np.int64) if ids else np.zeros(0, dtype=np.int64)
+            bounds = np.array(origin, dtype=np.int64)[np.append(0, ends)] if ids else np.zeros(1, dtype=np.int64)
+            return ids, np.stack([bounds[:-1], bounds[1:]], axis=1)
+        pieces = self.spec["pieces"]
+        result = np.zeros((len(ids), 2), dtype=np.int64)
+        at = 0
+        for index, token_id in enumerate(ids):
+            piece, _, kind = pieces[token_id]
+            if kind == UNKNOWN:
+                following = pieces[ids[index + 1]] if index + 1 < len(ids) else None
+                end = self._unknown_end(normalized, at, following)
+            elif kind == BYTE:
+                end = at + 1 if at < len(normalized) and normalized[at] == int(piece[3:5], 16) else -1
+            else:
+                end = at + len(piece.encode("utf-8"))
+                if normalized[at:end] != piece.encode("utf-8"):
+                    end = -1
+            if end < 0:
+                raise EncodeError(f"piece {token_id} {piece!r} does not spell the normalised text at byte {at}; cannot place it in the input")
+            result[index] = (origin[at], origin[end])
+            at = end
+        if at != len(normalized):
+            raise EncodeError("the pieces do not spell the whole normalised text; cannot place them in the input")
+        return ids, result
+
+    def _unknown_end(self, normalized: bytes, at: int, following: tuple[str, float, int] | None) -> int:
+        """Where an unknown piece starting at byte `at` ends: after the run of characters that
+        are no piece by themselves (SentencePiece fuses them), the longest that the next piece
+        follows; -1 where none does."""
+        text = normalized[at:].decode("utf-8", "replace")
+        ends = []
+        position = at
+        for char in text:
+            if char in self.known:
+                break
+            position += len(char.encode("utf-8"))
+            ends.append(position)
+        for end in reversed(ends):
+            if following is None:
+                if end == len(normalized):
+                    return end
+            elif following[2] == BYTE or normalized.startswith(following[0].encode("utf-8"), end):
+                return end
+        return -1
 
     def decode(self, ids: list[int]) -> str:
         """SentencePiece's DecodeIds."""

@@ -155,8 +155,9 @@ def sequence(steps: list[Normalizer]) -> Normalizer:
 
 
 class CharsMap:
-    """A precompiled charsmap read in Python, for HF's Precompiled normaliser (SentencePiece
-    models normalise in the core, src/segment/normalize.rs)."""
+    """A precompiled charsmap read in Python, for HF's Precompiled normaliser and the aligned
+    SentencePiece normaliser of offsets (SentencePiece models encode in the core,
+    src/segment/normalize.rs)."""
 
     def __init__(self, blob: bytes, source: str):
         if len(blob) < 4:
@@ -195,6 +196,32 @@ class CharsMap:
                     break
                 found.append((index + 1 - start, units[position] & ((1 << 31) - 1)))
         return found
+
+    def may_start(self, data: bytes) -> bool:
+        """Whether some rule starts with `data` (or is a prefix of it)."""
+        units = self.units
+        if not units:
+            return False
+        unit = units[0]
+        position = (unit >> 10) << ((unit & (1 << 9)) >> 6)
+        for byte in data:
+            position ^= byte
+            if position >= len(units):
+                return False
+            unit = units[position]
+            if (unit & ((1 << 31) | 0xFF)) != byte:
+                return False
+            position ^= (unit >> 10) << ((unit & (1 << 9)) >> 6)
+        return True
+
+    def longest_rule(self, data: bytes, start: int) -> tuple[bytes, int] | None:
+        """The replacement of the longest rule that is a prefix of data[start:] and that rule's
+        length (SentencePiece's lookup); None where no rule is."""
+        matches = self.prefix_matches(data, start)
+        if not matches:
+            return None
+        length, offset = matches[-1]
+        return self._replacement(offset), length
 
     def first_rule(self, chunk: str) -> bytes | None:
         """The replacement of the shortest rule that is a prefix of `chunk` (HF's lookup)."""
