@@ -1,5 +1,6 @@
 """Writes python/polytok/formats/huggingface/unicode_tables.py: the characters whose NFC, NFD,
-NFKC, NFKD or Lowercase form, or BertNormalizer's cleaning or accent stripping, in `tokenizers`
+NFKC, NFKD or Lowercase form, BertNormalizer's cleaning or accent stripping, or BertPreTokenizer's
+punctuation class, in `tokenizers`
 (its own Unicode tables: older for normal forms and categories, newer for case) differs from
 polytok's on Python's tables, each with the form `tokenizers` gives it. Loaded HF pipelines use these to
 give tokenizers' ids on every character. Run with the `tokenizers` the tests compare against:
@@ -51,6 +52,30 @@ def reordered_differently(hf, python) -> dict[str, str]:
     return found
 
 
+def bert_punctuation_differences() -> tuple[list[int], list[int]]:
+    """The code points BertPreTokenizer isolates as punctuation that polytok's class (Unicode
+    category P and ASCII punctuation, on the `regex` module's tables) does not hold, and those it
+    holds that BertPreTokenizer does not isolate: tokenizers' category tables are older."""
+    import regex
+
+    from polytok.formats.huggingface.pre_tokenizers import BASE_BERT_PUNCTUATION
+
+    ours = regex.compile(f"[{BASE_BERT_PUNCTUATION}]")
+    bert = tokenizers.pre_tokenizers.BertPreTokenizer()
+    added, removed = [], []
+    for code in range(0x110000):
+        if 0xD800 <= code <= 0xDFFF:
+            continue
+        char = chr(code)
+        theirs = [piece for piece, _ in bert.pre_tokenize_str("a" + char + "a")] == ["a", char, "a"]
+        mine = ours.fullmatch(char) is not None
+        if theirs and not mine:
+            added.append(code)
+        elif mine and not theirs:
+            removed.append(code)
+    return added, removed
+
+
 def shared(tables: dict[str, dict[str, str]], names: tuple[str, ...]) -> dict[str, str]:
     """The entries (character and form alike) every table in `names` holds."""
     first, *others = (tables[name] for name in names)
@@ -98,10 +123,15 @@ def main() -> None:
         unpacked = "".join(f"**{group}, " for group in members.get(name, []))
         lines += [f"    {name!r}: {{{unpacked.rstrip()}", *entries(own, "        "), "    },"]
     lines.append("}")
+    added, removed = bert_punctuation_differences()
+    lines += ["", "# Code points BertPreTokenizer and Punctuation isolate beyond polytok's punctuation class, and",
+              "# those in it that they do not (tokenizers' older category tables).",
+              f"BERT_PUNCTUATION_ADDED: tuple[int, ...] = ({''.join(f'{c:#x}, ' for c in added)})",
+              f"BERT_PUNCTUATION_REMOVED: tuple[int, ...] = ({''.join(f'{c:#x}, ' for c in removed)})"]
     temporary = OUT.with_suffix(".tmp")
     temporary.write_text("\n".join(lines) + "\n", encoding="utf-8")
     os.replace(temporary, OUT)
-    print({name: len(table) for name, table in tables.items()}, "->", OUT)
+    print({name: len(table) for name, table in tables.items()}, "punctuation +", len(added), "-", len(removed), "->", OUT)
 
 
 if __name__ == "__main__":

@@ -137,7 +137,9 @@ SUBWORD_ALPHABET = "abelst  \u00e9e\u0301\u00c9AB\u2603\u0416\u4e2d\u6587\U0001f
 subword_texts = st.text(alphabet=SUBWORD_ALPHABET, max_size=30) | st.text(max_size=12)
 EDGE_TEXTS = ["", " ", "   ", "  lead and trail  ", "a  b   c", "\u2603\u2603 snow\u2603man \u2603",
               "\u00c9t\u00e9 na\u00efve CAF\u00c9", "\u4e2d\u6587 \U0001f600!", "\u2581x \u2581 y", "#a ##b",
-              "a<unk>b <unk> [UNK]c"]
+              "a<unk>b <unk> [UNK]c",
+              # punctuation in newer Unicode than tokenizers' tables (U+2E52), and a letter they call punctuation
+              "0\u2e52 x\u166dy"]
 
 # (model, normaliser, Metaspace's settings or None for BertPreTokenizer) of each file
 BUILDS = {

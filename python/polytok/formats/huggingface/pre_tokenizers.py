@@ -14,6 +14,7 @@ import regex
 
 from polytok.errors import FormatError
 from polytok.formats.huggingface.nodes import Fail, compile_pattern, list_field, type_of
+from polytok.formats.huggingface.unicode_tables import BERT_PUNCTUATION_ADDED, BERT_PUNCTUATION_REMOVED
 
 # The regex HF's ByteLevel pre-tokeniser applies when `use_regex` is true (GPT-2's, as HF writes it).
 HF_BYTE_LEVEL_REGEX = r"""'s|'t|'re|'ve|'m|'ll|'d| ?\p{L}+| ?\p{N}+| ?[^\s\p{L}\p{N}]+|\s+(?!\S)|\s+"""
@@ -51,7 +52,21 @@ PreTokenizerStep = Callable[[list[Split]], list[Split]]
 # Python `regex` classes for the Rust predicates HF's components use.
 _WHITE_SPACE = r"\p{White_Space}"
 _WORD = r"\p{Alphabetic}\p{M}\p{Nd}\p{Pc}\p{Join_Control}"
-_BERT_PUNCTUATION = r"\p{P}!-/:-@\[-`{-~"
+BASE_BERT_PUNCTUATION = r"\p{P}!-/:-@\[-`{-~"
+"""Unicode punctuation and ASCII punctuation, as tokenizers' BertPreTokenizer defines it, on
+the `regex` module's tables; `unicode_tables` holds where tokenizers' older tables differ."""
+
+
+def _bert_punctuation() -> str:
+    """One character of BertPreTokenizer's punctuation, as tokenizers' own tables have it: a
+    pattern both the `regex` module and the core's regex engine read (the listed characters are
+    letters of no special meaning in a class, written as themselves)."""
+    added = "".join(map(chr, BERT_PUNCTUATION_ADDED))
+    removed = "".join(map(chr, BERT_PUNCTUATION_REMOVED))
+    return (f"(?![{removed}])" if removed else "") + f"[{BASE_BERT_PUNCTUATION}{added}]"
+
+
+_BERT_PUNCTUATION = _bert_punctuation()
 
 
 def _spans(text: str, matches: Iterable[tuple[int, int]], behavior: str, invert: bool) -> list[tuple[int, int]]:
@@ -168,10 +183,10 @@ def pre_tokenizer(node: Any, where: str, fail: Fail) -> tuple[list[PreTokenizerS
         return [_matches_step(regex.compile(f"[^{_WHITE_SPACE}]+"))], False
     if kind == "BertPreTokenizer":
         # whitespace removed, each punctuation character its own piece
-        return [_matches_step(regex.compile(f"[{_BERT_PUNCTUATION}]|[^{_BERT_PUNCTUATION}{_WHITE_SPACE}]+"))], False
+        return [_matches_step(regex.compile(f"{_BERT_PUNCTUATION}|(?:(?!{_BERT_PUNCTUATION})[^{_WHITE_SPACE}])+"))], False
     if kind == "Punctuation":
         behavior = node.get("behavior", "Isolated")
-        return [_split_step(regex.compile(f"[{_BERT_PUNCTUATION}]"), behavior, False)], False
+        return [_split_step(regex.compile(_BERT_PUNCTUATION), behavior, False)], False
     if kind == "Digits":
         behavior = "Isolated" if node.get("individual_digits") else "Contiguous"
         return [_split_step(regex.compile(r"\p{N}"), behavior, False)], False
@@ -195,7 +210,7 @@ def core_split(node: Any) -> tuple[list[PreTokenizerStep], str] | None:
         steps = pre_tokenizer(node, "pre_tokenizer", FormatError)[0][:-1]  # its regex split goes to the core
         return steps, HF_BYTE_LEVEL_REGEX
     if kind == "BertPreTokenizer":
-        return [], f"[{_BERT_PUNCTUATION}]|[^{_BERT_PUNCTUATION}{_WHITE_SPACE}]+"
+        return [], f"{_BERT_PUNCTUATION}|(?:(?!{_BERT_PUNCTUATION})[^{_WHITE_SPACE}])+"
     if kind == "Whitespace":
         return [], f"[{_WORD}]+|[^{_WORD}{_WHITE_SPACE}]+"
     if kind == "WhitespaceSplit":
