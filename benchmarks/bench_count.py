@@ -52,6 +52,7 @@ def build_mix(target_bytes: int, directory: Path) -> Path:
 
 
 def resident_kilobytes() -> int:
+    """This process's resident size now."""
     with open("/proc/self/status") as status:
         for line in status:
             if line.startswith("VmRSS:"):

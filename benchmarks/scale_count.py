@@ -33,7 +33,7 @@ import threading
 import time
 from pathlib import Path
 
-from bench_count import build_mix, data_directory  # the same ../shared/data mix
+from bench_count import build_mix, data_directory, resident_kilobytes  # the same ../shared/data mix
 
 DOCUMENT_SEPARATOR = b"\n\f\n"
 #: Memory is reported in MB of 10^6 bytes, as the counts file is; /proc and wait4 give KiB.
@@ -55,15 +55,6 @@ def build_shuffled(files: list[Path], path: Path) -> None:
 
 
 # ---- the child processes ------------------------------------------------------------------------
-
-
-def resident_kilobytes() -> int:
-    """This process's resident size now."""
-    with open("/proc/self/status") as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1])
-    raise RuntimeError("no VmRSS in /proc/self/status")
 
 
 def proportional_kilobytes(pid: int) -> int:
