@@ -9,7 +9,8 @@ import sys
 from pathlib import Path
 
 from polytok.certify import certify, certify_table, stopped_early
-from polytok.cli.options import Command, add_corpus_options, add_tokenizer_option, load_tokenizer, reader_options
+from polytok.cli.options import (Command, add_corpus_options, add_tokenizer_option, integer_list, load_tokenizer,
+                                 reader_options)
 from polytok.errors import ConfigError
 from polytok.files import atomic_write
 from polytok.tables import format_table
@@ -43,13 +44,7 @@ def add_certify_arguments(parser: argparse.ArgumentParser) -> None:
 
 def budget_list(value: str) -> list[int]:
     """'8192,16384' -> [8192, 16384]."""
-    try:
-        budgets = [int(part) for part in value.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--budgets takes comma-separated integers, got {value!r}") from None
-    if not budgets:
-        raise argparse.ArgumentTypeError("--budgets needs at least one budget")
-    return budgets
+    return integer_list(value, "--budgets takes comma-separated integers", "--budgets needs at least one budget")
 
 
 def run_certify(args: argparse.Namespace) -> None:

@@ -63,6 +63,18 @@ def quiet_ray_errors() -> None:
     os.environ.setdefault("RAY_IGNORE_UNHANDLED_ERRORS", "1")
 
 
+def integer_list(value: str, malformed: str, empty: str) -> list[int]:
+    """'4352,8448' -> [4352, 8448]; argparse's error `malformed` (with the value appended) when a
+    part is not an integer, `empty` when there is none."""
+    try:
+        numbers = [int(part) for part in value.split(",") if part.strip()]
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{malformed}, got {value!r}") from None
+    if not numbers:
+        raise argparse.ArgumentTypeError(empty)
+    return numbers
+
+
 def pattern(value: str | None) -> str | None:
     """A --pattern value as the library takes it: 'none' (any case) means no pre-tokenisation."""
     return None if value is not None and value.lower() == "none" else value

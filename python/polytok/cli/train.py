@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 import polytok
-from polytok.cli.options import Command, add_corpus_options, pattern, reader_options
+from polytok.cli.options import Command, add_corpus_options, integer_list, pattern, reader_options
 from polytok.corpus import default_corpus
 from polytok.errors import ConfigError
 
@@ -48,12 +48,7 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
 
 def vocab_sizes(value: str) -> int | list[int]:
     """'32768' -> 32768, '4352,8448' -> [4352, 8448]."""
-    try:
-        sizes = [int(part) for part in value.split(",") if part.strip()]
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"--vocab-size takes an integer or comma-separated integers, got {value!r}") from None
-    if not sizes:
-        raise argparse.ArgumentTypeError("--vocab-size needs a size")
+    sizes = integer_list(value, "--vocab-size takes an integer or comma-separated integers", "--vocab-size needs a size")
     return sizes[0] if len(sizes) == 1 and "," not in value else sizes
 
 
