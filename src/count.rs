@@ -3,10 +3,10 @@
 //!
 //! The counter is split into `SHARDS` shards by the hash of a pre-token, so each distinct
 //! pre-token lives in exactly one shard and the threads fill disjoint shards. A shard holds every
-//! distinct pre-token once, back to back in one byte arena, with their end offsets and counts in
-//! parallel arrays, and an open-addressing table of `u32` indices into them: 16 bytes of offset
-//! and count and 5 to 11 bytes of table per distinct pre-token besides its bytes, and no
-//! allocation per pre-token.
+//! distinct pre-token once, back to back in one byte arena, with their `u32` end offsets (a
+//! shard's arena holds at most `MAX_SHARD_BYTES`, 4 GiB) and `u64` counts in parallel arrays,
+//! and an open-addressing table of `u32` indices into them: 12 bytes of offset and count and 5 to
+//! 11 bytes of table per distinct pre-token besides its bytes, and no allocation per pre-token.
 //!
 //! A batch of documents is counted in two parallel steps: each thread counts a group of the
 //! documents into small maps (one per shard) whose keys borrow the documents' bytes, then each
@@ -31,6 +31,8 @@ const SHARDS: usize = 1 << SHARD_BITS;
 const EMPTY: u32 = u32::MAX;
 /// The most distinct pre-tokens a counter holds (indices are `u32`, and `EMPTY` is not one).
 pub const MAX_DISTINCT: usize = EMPTY as usize - 1;
+/// The most bytes of distinct pre-tokens one shard holds (its end offsets are `u32`).
+pub const MAX_SHARD_BYTES: usize = u32::MAX as usize;
 
 /// The 64-bit hash of a pre-token (FxHash of the bytes, then a finaliser that spreads every bit,
 /// as the shard comes from the top bits and the table slot from the bottom ones).
@@ -115,22 +117,31 @@ fn count_group<'a, D: AsRef<[u8]>>(
     maps
 }
 
-/// `documents` cut into about `groups` runs of about equal bytes (fewer if there are fewer
-/// documents), in order.
+/// `documents` cut into at most `groups` runs of about equal bytes, in order: each document goes
+/// to the run where its middle byte falls when the bytes are split evenly (two documents of a
+/// chunk each make two runs, one per thread).
 fn groups_of<D: AsRef<[u8]>>(documents: &[D], groups: usize) -> Vec<&[D]> {
     let total: usize = documents
         .iter()
         .map(|document| document.as_ref().len())
         .sum();
-    let target = total.div_ceil(groups.max(1)).max(1);
-    let mut runs = Vec::with_capacity(groups);
-    let (mut start, mut filled) = (0, 0);
+    let groups = groups.max(1) as u128;
+    let mut runs = Vec::with_capacity(groups as usize);
+    let (mut start, mut before, mut current) = (0, 0, 0);
     for (index, document) in documents.iter().enumerate() {
-        filled += document.as_ref().len();
-        if filled >= target {
-            runs.push(&documents[start..=index]);
-            (start, filled) = (index + 1, 0);
+        let length = document.as_ref().len();
+        let middle = (before + length / 2) as u128;
+        let group = if total == 0 {
+            0
+        } else {
+            middle * groups / total as u128
+        };
+        if group != current && index > start {
+            runs.push(&documents[start..index]);
+            start = index;
         }
+        current = group;
+        before += length;
     }
     if start < documents.len() {
         runs.push(&documents[start..]);
@@ -162,11 +173,12 @@ fn slot_of(hash: u64, size: usize) -> usize {
 
 /// The distinct pre-tokens of one shard: pre-token `i` is `arena[ends[i - 1]..ends[i]]` (from 0
 /// for the first), seen `counts[i]` times; `slots` is a linear-probing table of their indices.
+/// The arena holds at most `MAX_SHARD_BYTES` (the counter checks that before it adds).
 struct Shard {
     first: usize,
     slots: Vec<u32>,
     arena: Vec<u8>,
-    ends: Vec<i64>,
+    ends: Vec<u32>,
     counts: Vec<u64>,
 }
 
@@ -190,7 +202,8 @@ impl Shard {
         &self.arena[start..self.ends[index] as usize]
     }
 
-    /// Adds `count` occurrences of the pre-token `bytes` whose hash is `hash`.
+    /// Adds `count` occurrences of the pre-token `bytes` whose hash is `hash`; the arena must
+    /// have room for it.
     fn add(&mut self, hash: u64, bytes: &[u8], count: u64) {
         // At most 3/4 full, so that probe runs stay short.
         if 4 * (self.counts.len() + 1) > 3 * self.slots.len() {
@@ -201,11 +214,12 @@ impl Shard {
         loop {
             let index = self.slots[slot];
             if index == EMPTY {
+                debug_assert!(self.arena.len() + bytes.len() <= MAX_SHARD_BYTES);
                 self.slots[slot] = self.counts.len() as u32;
                 reserve(&mut self.arena, bytes.len(), 8 * self.first);
                 self.arena.extend_from_slice(bytes);
                 reserve(&mut self.ends, 1, self.first);
-                self.ends.push(self.arena.len() as i64);
+                self.ends.push(self.arena.len() as u32);
                 reserve(&mut self.counts, 1, self.first);
                 self.counts.push(count);
                 return;
@@ -251,9 +265,30 @@ fn release_freed_memory() {
     }
 }
 
-/// The counter had more distinct pre-tokens than `MAX_DISTINCT`.
+/// Why a counter cannot take more: it would hold more than `MAX_DISTINCT` distinct pre-tokens,
+/// or more than `MAX_SHARD_BYTES` bytes of them in one shard.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TooManyPreTokens;
+pub enum CounterFull {
+    Distinct,
+    ShardBytes,
+}
+
+/// Whether a counter of `held` distinct pre-tokens, whose largest shard holds `largest_shard`
+/// bytes, has room for `new` more pre-tokens of `new_bytes` bytes in all.
+fn check_room(
+    held: usize,
+    new: usize,
+    largest_shard: usize,
+    new_bytes: usize,
+) -> Result<(), CounterFull> {
+    if held + new > MAX_DISTINCT {
+        return Err(CounterFull::Distinct);
+    }
+    if largest_shard + new_bytes > MAX_SHARD_BYTES {
+        return Err(CounterFull::ShardBytes);
+    }
+    Ok(())
+}
 
 /// Accumulates pre-token counts over any number of batches.
 pub struct Counter {
@@ -274,19 +309,35 @@ impl Counter {
         self.shards.iter().map(|shard| shard.counts.len()).sum()
     }
 
+    /// The bytes of distinct pre-tokens in the fullest shard.
+    fn largest_shard(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|shard| shard.arena.len())
+            .max()
+            .unwrap_or(0)
+    }
+
     /// Counts a batch of documents (in parallel on the current rayon pool). Nothing is counted
-    /// if the batch could take the counter past `MAX_DISTINCT` distinct pre-tokens.
-    pub fn add<D: AsRef<[u8]> + Sync>(&mut self, documents: &[D]) -> Result<(), TooManyPreTokens> {
+    /// if the batch could take the counter past `MAX_DISTINCT` distinct pre-tokens or a shard
+    /// past `MAX_SHARD_BYTES`.
+    pub fn add<D: AsRef<[u8]> + Sync>(&mut self, documents: &[D]) -> Result<(), CounterFull> {
         let pretokenizer = &self.pretokenizer;
         let groups = groups_of(documents, rayon::current_num_threads());
         let batches: Vec<Vec<BatchCounts>> = groups
             .par_iter()
             .map(|group| count_group(pretokenizer, group))
             .collect();
-        let new: usize = batches.iter().flatten().map(HashMap::len).sum();
-        if self.len() + new > MAX_DISTINCT {
-            return Err(TooManyPreTokens);
-        }
+        // The new pre-tokens are slices of the documents, so they are at most their bytes.
+        check_room(
+            self.len(),
+            batches.iter().flatten().map(HashMap::len).sum(),
+            self.largest_shard(),
+            documents
+                .iter()
+                .map(|document| document.as_ref().len())
+                .sum(),
+        )?;
         self.shards
             .par_iter_mut()
             .enumerate()
@@ -303,11 +354,15 @@ impl Counter {
     }
 
     /// Adds counted pre-tokens (e.g. another shard's counts), in parallel by shard. Nothing is
-    /// added if they could take the counter past `MAX_DISTINCT` distinct pre-tokens.
-    pub fn add_counts(&mut self, counts: &PreTokenCounts) -> Result<(), TooManyPreTokens> {
-        if self.len() + counts.len() > MAX_DISTINCT {
-            return Err(TooManyPreTokens);
-        }
+    /// added if they could take the counter past `MAX_DISTINCT` distinct pre-tokens or a shard
+    /// past `MAX_SHARD_BYTES`.
+    pub fn add_counts(&mut self, counts: &PreTokenCounts) -> Result<(), CounterFull> {
+        check_room(
+            self.len(),
+            counts.len(),
+            self.largest_shard(),
+            counts.data.len(),
+        )?;
         let hashes: Vec<u64> = (0..counts.len())
             .into_par_iter()
             .map(|index| hash_bytes(counts.word(index)))
@@ -340,7 +395,7 @@ impl Counter {
             drop(shard.slots);
             arena.extend_from_slice(&shard.arena);
             drop(shard.arena);
-            ends.extend(shard.ends.iter().map(|end| end + base));
+            ends.extend(shard.ends.iter().map(|&end| i64::from(end) + base));
             drop(shard.ends);
             counts.extend_from_slice(&shard.counts);
             drop(shard.counts);
@@ -725,6 +780,29 @@ mod tests {
     }
 
     #[test]
+    fn groups_split_the_bytes_evenly_and_keep_the_order() {
+        let sized = |lengths: &[usize], groups: usize| -> Vec<Vec<usize>> {
+            let documents: Vec<Vec<u8>> =
+                lengths.iter().map(|&length| vec![b'a'; length]).collect();
+            groups_of(&documents, groups)
+                .iter()
+                .map(|run| run.iter().map(Vec::len).collect())
+                .collect()
+        };
+        assert_eq!(sized(&[100, 99], 2), vec![vec![100], vec![99]]);
+        assert_eq!(sized(&[99, 100], 2), vec![vec![99], vec![100]]);
+        assert_eq!(sized(&[10, 10, 10], 2), vec![vec![10], vec![10, 10]]);
+        assert_eq!(
+            sized(&[1, 1, 1, 1, 50], 2),
+            vec![vec![1, 1, 1, 1], vec![50]]
+        );
+        assert_eq!(sized(&[5, 5], 4), vec![vec![5], vec![5]]);
+        assert_eq!(sized(&[0, 0], 2), vec![vec![0, 0]]);
+        assert_eq!(sized(&[7, 8, 9], 1), vec![vec![7, 8, 9]]);
+        assert!(sized(&[], 2).is_empty());
+    }
+
+    #[test]
     fn shard_tables_grow_and_keep_every_pre_token() {
         let mut shard = Shard::new(3);
         for round in 0..3u64 {
@@ -737,6 +815,20 @@ mod tests {
         assert!(shard.slots.len() >= 5000 * 4 / 3);
         assert!(shard.counts.iter().all(|&count| count == 6));
         assert_eq!(shard.word(1234), b"1234");
+    }
+
+    #[test]
+    fn a_full_counter_refuses_more_distinct_pre_tokens_or_shard_bytes() {
+        assert_eq!(check_room(MAX_DISTINCT - 2, 2, 0, 2), Ok(()));
+        assert_eq!(
+            check_room(MAX_DISTINCT - 2, 3, 0, 3),
+            Err(CounterFull::Distinct)
+        );
+        assert_eq!(check_room(5, 2, MAX_SHARD_BYTES - 5, 5), Ok(()));
+        assert_eq!(
+            check_room(5, 2, MAX_SHARD_BYTES - 5, 6),
+            Err(CounterFull::ShardBytes)
+        );
     }
 
     #[test]

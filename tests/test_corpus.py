@@ -12,6 +12,8 @@ import pyarrow
 import pyarrow.parquet
 import pytest
 import zstandard
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 import polytok
 import polytok.corpus as corpus
@@ -193,9 +195,53 @@ def test_invalid_utf8_names_file_byte_offset_and_line(tmp_path, monkeypatch, com
     line = data.count(b"\n", 0, offset) + 1
     with pytest.raises(CorpusError, match=rf"broken\.txt.*invalid UTF-8 at byte offset {offset} \(line {line}\)"):
         list(iter_documents(path))
+    with pytest.raises(CorpusError, match=rf"broken\.txt.*invalid UTF-8 at byte offset {offset} \(line {line}\)"):
+        list(iter_documents(path, as_utf8=True))
     replaced = "".join(iter_documents(path, errors="replace"))
     assert replaced == data.decode("utf-8", "replace") and "\ufffd" in replaced
     assert b"".join(iter_documents(path, errors="bytes")) == data
+
+
+@pytest.mark.parametrize("compression", COMPRESSIONS)
+def test_as_utf8_gives_the_bytes_of_the_documents(tmp_path, monkeypatch, compression):
+    monkeypatch.setattr(corpus, "CHUNK_BYTES", 300)
+    names = ("kjv.txt", "handbook-zh-CN.txt", "handbook-de-DE.txt")
+    data = "".join((DATA / name).read_text(encoding="utf-8")[:1500] for name in names).encode("utf-8")
+    path = compress(tmp_path / "mixed.txt", data, compression)
+    as_bytes = list(iter_documents(path, as_utf8=True))
+    assert all(isinstance(document, bytes) for document in as_bytes) and len(as_bytes) > 10
+    assert as_bytes == [document.encode("utf-8") for document in iter_documents(path)]
+    # Only strict reading of plain text changes: jsonl documents and the other modes stay as they are.
+    records = tmp_path / "r.jsonl"
+    records.write_text('{"text": "caf\u00e9"}\n')
+    assert list(iter_documents(records, as_utf8=True)) == ["café"]
+    assert list(iter_documents(path, errors="replace", as_utf8=True)) == list(iter_documents(path, errors="replace"))
+
+
+_UTF8_PIECES = [b"a", b"\n", b"\xc3\xa9", b"\xe2\x82\xac", b"\xf0\x9f\x98\x80", b"\xe2\x82", b"\x80", b"\xbf\xbf",
+                b"\xff", b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xc0\xaf"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.sampled_from(_UTF8_PIECES), max_size=40), st.integers(1, 9), st.integers(0, 1000))
+def test_utf8_checked_in_slices_fails_where_decoding_whole_fails(pieces, slice_bytes, offset):
+    data = b"".join(pieces)
+    try:
+        data.decode("utf-8")
+        expected = None
+    except UnicodeDecodeError as error:
+        line = 1 + data.count(b"\n", 0, error.start)
+        expected = f"invalid UTF-8 at byte offset {offset + error.start} (line {line})"
+    saved = corpus._CHECK_BYTES
+    corpus._CHECK_BYTES = slice_bytes
+    try:
+        corpus._check_utf8(Path("x.txt"), data, offset, 1)
+        found = None
+    except CorpusError as error:
+        found = str(error).split(": ", 1)[1].split(";")[0]
+    finally:
+        corpus._CHECK_BYTES = saved
+    assert found == expected
 
 
 def test_invalid_utf8_in_jsonl_names_line_and_offset(tmp_path):

@@ -117,6 +117,8 @@ except ImportError:  # zstandard is optional; without it .zst files are refused 
 
 # Cuts are searched for in the last window of a buffer first, so a typical search is short.
 _CUT_WINDOW = 1 << 16
+# Plain text read as bytes (as_utf8) is checked to be UTF-8 this many bytes at a time.
+_CHECK_BYTES = 1 << 16
 
 
 def default_corpus() -> Path:
@@ -130,6 +132,7 @@ def iter_documents(
     text_field: str = "text",
     text_column: str = "text",
     errors: str = "strict",
+    as_utf8: bool = False,
 ) -> Iterator[str | bytes]:
     """The documents of `source`, one at a time: str, or bytes when errors="bytes".
 
@@ -137,10 +140,12 @@ def iter_documents(
     mixes file names and documents), so a caller can start a progress bar after it. Invalid UTF-8
     in a file raises CorpusError naming the file and byte offset, unless errors="replace" (U+FFFD)
     or errors="bytes" (raw bytes, lossless). Documents given directly pass through unchanged.
+    as_utf8=True (for readers of bytes, such as the counter): plain-text files' documents come as
+    their bytes, checked as errors="strict" checks them but never decoded whole.
     """
     if errors not in ERROR_MODES:
         raise ConfigError(f"errors={errors!r}; expected one of {', '.join(ERROR_MODES)}")
-    options = {"text_field": text_field, "text_column": text_column, "errors": errors}
+    options = {"text_field": text_field, "text_column": text_column, "errors": errors, "as_utf8": as_utf8}
     if isinstance(source, (str, os.PathLike)):
         return _files_documents(expand_paths(source), options)
     if isinstance(source, (bytes, bytearray)):
@@ -249,9 +254,10 @@ def _base_suffix(name: str) -> str:
 
 
 def read_file(
-    path: Path, *, text_field: str = "text", text_column: str = "text", errors: str = "strict"
+    path: Path, *, text_field: str = "text", text_column: str = "text", errors: str = "strict", as_utf8: bool = False
 ) -> Iterator[str | bytes]:
-    """Yield the documents of one file, chosen by suffix (see the module docstring)."""
+    """Yield the documents of one file, chosen by suffix (see the module docstring); as_utf8: as
+    `iter_documents` says."""
     kind = _base_suffix(path.name)
     try:
         if kind == ".parquet":
@@ -261,7 +267,7 @@ def read_file(
             if kind == ".jsonl":
                 yield from _jsonl_documents(path, stream, text_field, errors)
             else:
-                yield from _text_documents(path, stream, errors)
+                yield from _text_documents(path, stream, errors, as_utf8=as_utf8)
     except (OSError, EOFError, ValueError, _ZstdError) as error:
         # gzip, zstandard and the file system report corrupt or unreadable input this way.
         raise CorpusError(f"cannot read {str(path)!r}: {error}") from None
@@ -290,20 +296,46 @@ def _where(path: Path) -> str:
     return repr(str(path))
 
 
-def _decode(path: Path, data: bytes, offset: int, line: int | None, errors: str) -> str | bytes:
+def _decode(path: Path, data: bytes, offset: int, line: int | None, errors: str, as_utf8: bool = False) -> str | bytes:
     """`data` (which starts at byte `offset`, line `line` of the file; None: line unknown) as the
-    errors mode asks."""
+    errors mode asks; with as_utf8 and errors="strict", `data` itself once it is checked."""
     if errors == "bytes":
+        return data
+    if as_utf8 and errors == "strict":
+        _check_utf8(path, data, offset, line)
         return data
     try:
         return data.decode("utf-8", errors)
     except UnicodeDecodeError as error:
-        lines_before = 0 if line is None else data.count(b"\n", 0, error.start)
-        bad_line = "" if line is None else f" (line {line + lines_before})"
-        raise CorpusError(
-            f"{_where(path)}: invalid UTF-8 at byte offset {offset + error.start}{bad_line}; "
-            "expected UTF-8 text, or pass errors='replace' (U+FFFD) or errors='bytes' (raw bytes; --errors on the command line)"
-        ) from None
+        raise _invalid_utf8(path, data, offset, line, error.start) from None
+
+
+def _check_utf8(path: Path, data: bytes, offset: int, line: int | None) -> None:
+    """CorpusError unless `data` is UTF-8, checked in slices of about `_CHECK_BYTES` that end
+    before a character's first byte, so that no str of the whole is made; the first error is
+    found where decoding the whole would find it."""
+    view = memoryview(data)
+    start = 0
+    while start < len(data):
+        stop = min(start + _CHECK_BYTES, len(data))
+        for _ in range(3):  # a character has at most 3 continuation bytes (0b10xxxxxx)
+            if stop < len(data) and data[stop] & 0xC0 == 0x80:
+                stop += 1
+        try:
+            str(view[start:stop], "utf-8")
+        except UnicodeDecodeError as error:
+            raise _invalid_utf8(path, data, offset, line, start + error.start) from None
+        start = stop
+
+
+def _invalid_utf8(path: Path, data: bytes, offset: int, line: int | None, position: int) -> CorpusError:
+    """The error for invalid UTF-8 at `position` of `data` (as in `_decode`)."""
+    lines_before = 0 if line is None else data.count(b"\n", 0, position)
+    bad_line = "" if line is None else f" (line {line + lines_before})"
+    return CorpusError(
+        f"{_where(path)}: invalid UTF-8 at byte offset {offset + position}{bad_line}; "
+        "expected UTF-8 text, or pass errors='replace' (U+FFFD) or errors='bytes' (raw bytes; --errors on the command line)"
+    )
 
 
 def _last_match(pattern: re.Pattern[bytes], buffer: bytearray, start: int) -> re.Match[bytes] | None:
@@ -334,15 +366,17 @@ def _last_cut(buffer: bytearray, start: int) -> int:
 
 
 def _text_documents(
-    path: Path, stream: IO[bytes], errors: str, offset: int = 0, line: int | None = 1
+    path: Path, stream: IO[bytes], errors: str, offset: int = 0, line: int | None = 1, as_utf8: bool = False
 ) -> Iterator[str | bytes]:
     """Plain text as documents of whole lines, about CHUNK_BYTES each (see the module docstring);
-    the stream starts at byte `offset`, line `line` of the file (None: not known)."""
+    the stream starts at byte `offset`, line `line` of the file (None: not known). Only the
+    unread rest of the text is held here while a document is out (not the block it came in)."""
     buffer = bytearray()
     # offset and line say where buffer[0] lies in the file
     searched = 0  # buffer[:searched] is known to hold no cut
     while block := stream.read(CHUNK_BYTES):
         buffer += block
+        del block
         if len(buffer) < CHUNK_BYTES:
             continue
         cut = _last_cut(buffer, searched)
@@ -355,15 +389,19 @@ def _text_documents(
             # Cuts in the last 3 bytes could not be checked yet; search them again next time.
             searched = max(0, len(buffer) - 4)
             continue
-        document = bytes(buffer[:cut])
-        del buffer[:cut]
-        yield _decode(path, document, offset, line, errors)
+        with memoryview(buffer) as view:
+            document = bytes(view[:cut])
+            buffer = bytearray(view[cut:])
+        decoded = _decode(path, document, offset, line, errors, as_utf8)
         offset += cut
         if line is not None:
             line += document.count(b"\n")
+        del document
+        yield decoded
+        del decoded
         searched = 0
     if buffer:
-        yield _decode(path, bytes(buffer), offset, line, errors)
+        yield _decode(path, bytes(buffer), offset, line, errors, as_utf8)
 
 
 def is_plain_text(path: Path) -> bool:
@@ -469,17 +507,20 @@ def next_cut(path: Path, position: int) -> int | None:
     return None
 
 
-def read_text_span(path: Path, start: int, stop: int, errors: str = "strict") -> Iterator[str | bytes]:
+def read_text_span(
+    path: Path, start: int, stop: int, errors: str = "strict", as_utf8: bool = False
+) -> Iterator[str | bytes]:
     """The documents of bytes [start, stop) of the plain-text file `path`, where start and stop
     are 0, cuts from `next_cut` or the file's end: together the spans of a file hold exactly the
-    pre-tokens of the whole file. Invalid UTF-8 is reported at its byte offset in the file."""
+    pre-tokens of the whole file. Invalid UTF-8 is reported at its byte offset in the file;
+    as_utf8: as `iter_documents` says."""
     if errors not in ERROR_MODES:
         raise ConfigError(f"errors={errors!r}; expected one of {', '.join(ERROR_MODES)}")
     try:
         with open(path, "rb") as stream:
             stream.seek(start)
             span = _Bounded(stream, stop - start)
-            yield from _text_documents(path, span, errors, offset=start, line=1 if start == 0 else None)
+            yield from _text_documents(path, span, errors, offset=start, line=1 if start == 0 else None, as_utf8=as_utf8)
     except OSError as error:
         raise CorpusError(f"cannot read {str(path)!r}: {error}") from None
 

@@ -40,6 +40,8 @@ _PREAMBLE = struct.Struct("<8sII")  # magic, version, header size
 
 #: Documents are handed to the Rust counter in batches of about this many bytes per thread (one
 #: plain-text chunk each), up to a cap: the batch in flight is part of the counter's peak memory.
+#: A batch goes once it holds 15/16 of its bytes, so that chunks a little under CHUNK_BYTES still
+#: make one per thread.
 BATCH_BYTES_PER_THREAD = 1 << 20
 MAX_BATCH_BYTES = 16 << 20
 #: Where `count` runs: in this process, or on a Ray cluster (polytok.distributed).
@@ -237,12 +239,12 @@ def count(
         raise ConfigError(f"address={address!r} is for engine='ray'; the local engine takes none")
     counter, regex = make_counter(pattern, special_tokens, num_threads)
 
-    batch_limit = min(BATCH_BYTES_PER_THREAD * (num_threads or os.cpu_count() or 1), MAX_BATCH_BYTES)
+    batch_limit = min(BATCH_BYTES_PER_THREAD * (num_threads or os.cpu_count() or 1), MAX_BATCH_BYTES) * 15 // 16
     documents = non_empty = 0
     batch: list[str | bytes] = []
     batch_size = 0
     # The source is checked before the bar starts, so a bad one fails without printing a bar.
-    source = iter_documents(corpus, text_field=text_field, text_column=text_column, errors=errors)
+    source = iter_documents(corpus, text_field=text_field, text_column=text_column, errors=errors, as_utf8=True)
     with progress_bar(progress, desc="counting", unit="B", unit_scale=True) as bar:
         for document in source:
             documents += 1

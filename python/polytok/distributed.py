@@ -280,15 +280,16 @@ def _count_shard(
 
 
 def _span_documents(span: Span, options: dict[str, str]) -> Iterator[str | bytes]:
-    """The documents of one span, read by the corpus reader."""
+    """The documents of one span, read by the corpus reader (plain text as its UTF-8 bytes, which
+    the counter reads)."""
     path = Path(span.path)
     if span.stop is None:
-        return corpus.read_file(path, **options)
+        return corpus.read_file(path, **options, as_utf8=True)
     if corpus.file_format(path) == "parquet":
         return corpus.read_parquet_row_groups(path, span.start, span.stop, options["text_column"], options["errors"])
     if corpus.file_format(path) == "jsonl":
         return corpus.read_jsonl_span(path, span.start, span.stop, options["text_field"], options["errors"])
-    return corpus.read_text_span(path, span.start, span.stop, options["errors"])
+    return corpus.read_text_span(path, span.start, span.stop, options["errors"], as_utf8=True)
 
 
 @contextlib.contextmanager

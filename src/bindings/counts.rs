@@ -10,7 +10,10 @@ use pyo3::pybacked::{PyBackedBytes, PyBackedStr};
 use pyo3::types::{PyByteArray, PyBytes, PyString};
 
 use super::{run_on, thread_pool};
-use crate::count::{merge_sorted_into, merged_sizes, Counter, PreTokenCounts, MAX_DISTINCT};
+use crate::count::{
+    merge_sorted_into, merged_sizes, Counter, CounterFull, PreTokenCounts, MAX_DISTINCT,
+    MAX_SHARD_BYTES,
+};
 use crate::pretokenize::{character_class_flags, PreTokenizer, Preset, REGEX_VERSION};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -195,7 +198,7 @@ impl PyCounter {
         let pool = self.pool.as_deref();
         let counter = self.counter.as_mut().ok_or_else(finished)?;
         py.detach(|| run_on(pool, || counter.add(&documents)))
-            .map_err(|_| too_many())?;
+            .map_err(counter_full)?;
         Ok(size)
     }
 
@@ -206,7 +209,7 @@ impl PyCounter {
         let pool = self.pool.as_deref();
         let counter = self.counter.as_mut().ok_or_else(finished)?;
         py.detach(|| run_on(pool, || counter.add_counts(&view)))
-            .map_err(|_| too_many())
+            .map_err(counter_full)
     }
 
     /// The number of distinct pre-tokens counted so far.
@@ -229,11 +232,18 @@ impl PyCounter {
     }
 }
 
-/// The error for a counter that would hold more than `MAX_DISTINCT` pre-tokens.
-fn too_many() -> PyErr {
-    PyMemoryError::new_err(format!(
-        "more than {MAX_DISTINCT} distinct pre-tokens; a counter holds at most that many"
-    ))
+/// The error for a counter that would hold more than `MAX_DISTINCT` pre-tokens, or more than
+/// `MAX_SHARD_BYTES` bytes of them in one of its shards.
+fn counter_full(full: CounterFull) -> PyErr {
+    PyMemoryError::new_err(match full {
+        CounterFull::Distinct => format!(
+            "more than {MAX_DISTINCT} distinct pre-tokens; a counter holds at most that many"
+        ),
+        CounterFull::ShardBytes => format!(
+            "more than {MAX_SHARD_BYTES} bytes of distinct pre-tokens in one of the counter's \
+             shards; a counter holds at most that many in each"
+        ),
+    })
 }
 
 /// The error for a counter used after `finish`.
