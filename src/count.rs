@@ -11,11 +11,11 @@
 //! A batch of documents is counted in two parallel steps: each thread counts a group of the
 //! documents into small maps (one per shard) whose keys borrow the documents' bytes, then each
 //! thread adds those maps' entries into the shards it owns. `into_sorted` moves the shards into
-//! one arena and one pair of arrays, freeing each shard as it goes, and sorts an index of the
-//! pre-tokens; the sorted data is then written straight into its destination, and the end offsets
-//! and counts are permuted in place into the result's offsets and counts, so the counts are never
-//! held twice. Counts are exact sums and the result is sorted bytewise, so it does not depend on
-//! the number of threads or on the batches.
+//! one arena and one pair of arrays (the end offsets still `u32` below 4 GiB of data), freeing
+//! each shard as it goes, and sorts an index of the pre-tokens; the sorted data is then written
+//! straight into its destination, and the end offsets and counts are permuted in place into the
+//! result's offsets and counts, so the counts are never held twice. Counts are exact sums and the
+//! result is sorted bytewise, so it does not depend on the number of threads or on the batches.
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hash, Hasher};
 
@@ -385,34 +385,36 @@ impl Counter {
     /// The counts so far, sorted bytewise; the counter's arrays become the result's.
     pub fn into_sorted(self) -> SortedCounts {
         let words = self.len();
-        let bytes = self.shards.iter().map(|shard| shard.arena.len()).sum();
+        let bytes: usize = self.shards.iter().map(|shard| shard.arena.len()).sum();
         // Reserved, not touched: the pages fill as the shards are moved in and freed.
         let mut arena = Vec::with_capacity(bytes);
-        let mut ends = Vec::with_capacity(words + 1);
+        let mut ends = if bytes <= u32::MAX as usize {
+            Ends::Narrow(Vec::with_capacity(words))
+        } else {
+            Ends::Wide(Vec::with_capacity(words))
+        };
         let mut counts = Vec::with_capacity(words);
         for shard in self.shards {
-            let base = arena.len() as i64;
+            let base = arena.len();
             drop(shard.slots);
             arena.extend_from_slice(&shard.arena);
             drop(shard.arena);
-            ends.extend(shard.ends.iter().map(|&end| i64::from(end) + base));
+            match &mut ends {
+                // base + end <= bytes, which fits in a u32 here.
+                Ends::Narrow(ends) => ends.extend(shard.ends.iter().map(|&end| end + base as u32)),
+                Ends::Wide(ends) => {
+                    ends.extend(shard.ends.iter().map(|&end| i64::from(end) + base as i64))
+                }
+            }
             drop(shard.ends);
             counts.extend_from_slice(&shard.counts);
             drop(shard.counts);
             release_freed_memory();
         }
-        let mut order: Vec<u32> = (0..words as u32).collect();
-        let word = |index: u32| {
-            let index = index as usize;
-            let start = if index == 0 {
-                0
-            } else {
-                ends[index - 1] as usize
-            };
-            &arena[start..ends[index] as usize]
+        let order = match &ends {
+            Ends::Narrow(ends) => sorted_order(&arena, ends),
+            Ends::Wide(ends) => sorted_order(&arena, ends),
         };
-        // Pre-tokens are distinct, so an unstable sort is still deterministic.
-        order.par_sort_unstable_by(|&left, &right| word(left).cmp(word(right)));
         SortedCounts {
             arena,
             ends,
@@ -422,11 +424,99 @@ impl Counter {
     }
 }
 
+/// The end offsets of the pre-tokens in one arena: `u32` while it holds at most 4 GiB.
+enum Ends {
+    Narrow(Vec<u32>),
+    Wide(Vec<i64>),
+}
+
+/// An end offset into an arena.
+trait End: Copy + Send + Sync + Into<i64> + std::ops::Sub<Output = Self> {}
+
+impl End for u32 {}
+
+impl End for i64 {}
+
+/// Pre-token `index` of `arena`, whose pre-tokens end at `ends`.
+fn word_of<'a, E: End>(arena: &'a [u8], ends: &[E], index: usize) -> &'a [u8] {
+    let start = if index == 0 {
+        0
+    } else {
+        ends[index - 1].into() as usize
+    };
+    &arena[start..ends[index].into() as usize]
+}
+
+/// The indices of the pre-tokens of `arena` (which end at `ends`) in bytewise order.
+fn sorted_order<E: End>(arena: &[u8], ends: &[E]) -> Vec<u32> {
+    let mut order: Vec<u32> = (0..ends.len() as u32).collect();
+    // Pre-tokens are distinct, so an unstable sort is still deterministic.
+    order.par_sort_unstable_by(|&left, &right| {
+        word_of(arena, ends, left as usize).cmp(word_of(arena, ends, right as usize))
+    });
+    order
+}
+
+/// Writes the pre-tokens of `arena` (which end at `ends`) back to back into `out` in `order`.
+fn write_in_order<E: End>(arena: &[u8], ends: &[E], order: &[u32], out: &mut [u8]) {
+    let mut position = 0;
+    for &index in order {
+        let word = word_of(arena, ends, index as usize);
+        out[position..position + word.len()].copy_from_slice(word);
+        position += word.len();
+    }
+}
+
+/// The offsets from 0 (`len + 1`) and counts of the pre-tokens in `order`, made from their ends
+/// and counts in counting order: the lengths and counts are permuted in place, so the counts are
+/// never held twice.
+fn offsets_and_counts_in_order<E: End>(
+    mut ends: Vec<E>,
+    mut counts: Vec<u64>,
+    mut order: Vec<u32>,
+) -> (Vec<i64>, Vec<u64>) {
+    // The ends become lengths...
+    for index in (1..ends.len()).rev() {
+        ends[index] = ends[index] - ends[index - 1];
+    }
+    // ...which, with the counts, move to their sorted places: position k takes the entry
+    // order[k], following each cycle of the permutation once (visited places get EMPTY).
+    for start in 0..order.len() {
+        if order[start] == EMPTY {
+            continue;
+        }
+        let (first_length, first_count) = (ends[start], counts[start]);
+        let mut position = start;
+        loop {
+            let next = order[position] as usize;
+            order[position] = EMPTY;
+            if next == start {
+                ends[position] = first_length;
+                counts[position] = first_count;
+                break;
+            }
+            ends[position] = ends[next];
+            counts[position] = counts[next];
+            position = next;
+        }
+    }
+    drop(order);
+    // ...and the sorted lengths become offsets from 0.
+    let mut offsets = Vec::with_capacity(ends.len() + 1);
+    offsets.push(0);
+    let mut offset = 0;
+    for &length in &ends {
+        offset += length.into();
+        offsets.push(offset);
+    }
+    (offsets, counts)
+}
+
 /// The counter's pre-tokens in their counting order with the order that sorts them: write the
 /// sorted data out (`write_data`), then take the offsets and counts (`into_offsets_and_counts`).
 pub struct SortedCounts {
     arena: Vec<u8>,
-    ends: Vec<i64>,
+    ends: Ends,
     counts: Vec<u64>,
     order: Vec<u32>,
 }
@@ -439,17 +529,9 @@ impl SortedCounts {
 
     /// Writes the pre-tokens, sorted, back to back into `out` (`data_len` bytes).
     pub fn write_data(&self, out: &mut [u8]) {
-        let mut position = 0;
-        for &index in &self.order {
-            let index = index as usize;
-            let start = if index == 0 {
-                0
-            } else {
-                self.ends[index - 1] as usize
-            };
-            let word = &self.arena[start..self.ends[index] as usize];
-            out[position..position + word.len()].copy_from_slice(word);
-            position += word.len();
+        match &self.ends {
+            Ends::Narrow(ends) => write_in_order(&self.arena, ends, &self.order, out),
+            Ends::Wide(ends) => write_in_order(&self.arena, ends, &self.order, out),
         }
     }
 
@@ -458,46 +540,16 @@ impl SortedCounts {
     pub fn into_offsets_and_counts(self) -> (Vec<i64>, Vec<u64>) {
         let SortedCounts {
             arena,
-            mut ends,
-            mut counts,
-            mut order,
+            ends,
+            counts,
+            order,
         } = self;
         drop(arena);
         release_freed_memory();
-        // The ends become lengths...
-        for index in (1..ends.len()).rev() {
-            ends[index] -= ends[index - 1];
+        match ends {
+            Ends::Narrow(ends) => offsets_and_counts_in_order(ends, counts, order),
+            Ends::Wide(ends) => offsets_and_counts_in_order(ends, counts, order),
         }
-        // ...which, with the counts, move to their sorted places: position k takes the entry
-        // order[k], following each cycle of the permutation once (visited places get EMPTY).
-        for start in 0..order.len() {
-            if order[start] == EMPTY {
-                continue;
-            }
-            let (first_length, first_count) = (ends[start], counts[start]);
-            let mut position = start;
-            loop {
-                let next = order[position] as usize;
-                order[position] = EMPTY;
-                if next == start {
-                    ends[position] = first_length;
-                    counts[position] = first_count;
-                    break;
-                }
-                ends[position] = ends[next];
-                counts[position] = counts[next];
-                position = next;
-            }
-        }
-        drop(order);
-        // ...and the sorted lengths become offsets from 0.
-        let mut offset = 0;
-        for length in ends.iter_mut() {
-            offset += *length;
-            *length = offset;
-        }
-        ends.insert(0, 0);
-        (ends, counts)
     }
 }
 
@@ -829,6 +881,28 @@ mod tests {
             check_room(5, 2, MAX_SHARD_BYTES - 5, 6),
             Err(CounterFull::ShardBytes)
         );
+    }
+
+    #[test]
+    fn narrow_and_wide_ends_sort_alike() {
+        let arena = b"dogcatsabeetle".to_vec();
+        let narrow: Vec<u32> = vec![3, 7, 8, 14];
+        let wide: Vec<i64> = narrow.iter().map(|&end| i64::from(end)).collect();
+        let counts = vec![4, 3, 2, 1];
+        let order = sorted_order(&arena, &narrow);
+        assert_eq!(order, sorted_order(&arena, &wide));
+        assert_eq!(order, vec![2, 3, 1, 0]);
+        let (mut from_narrow, mut from_wide) = (vec![0; 14], vec![0; 14]);
+        write_in_order(&arena, &narrow, &order, &mut from_narrow);
+        write_in_order(&arena, &wide, &order, &mut from_wide);
+        assert_eq!(from_narrow, b"abeetlecatsdog".to_vec());
+        assert_eq!(from_wide, from_narrow);
+        let expected = (vec![0, 1, 7, 11, 14], vec![2, 1, 3, 4]);
+        assert_eq!(
+            offsets_and_counts_in_order(narrow, counts.clone(), order.clone()),
+            expected
+        );
+        assert_eq!(offsets_and_counts_in_order(wide, counts, order), expected);
     }
 
     #[test]
