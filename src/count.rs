@@ -309,6 +309,19 @@ impl Counter {
         self.shards.iter().map(|shard| shard.counts.len()).sum()
     }
 
+    /// The items the shards have room for, in all their arrays (it changes when one grows).
+    fn reserved(&self) -> usize {
+        self.shards
+            .iter()
+            .map(|shard| {
+                shard.slots.capacity()
+                    + shard.arena.capacity()
+                    + shard.ends.capacity()
+                    + shard.counts.capacity()
+            })
+            .sum()
+    }
+
     /// The bytes of distinct pre-tokens in the fullest shard.
     fn largest_shard(&self) -> usize {
         self.shards
@@ -338,6 +351,7 @@ impl Counter {
                 .map(|document| document.as_ref().len())
                 .sum(),
         )?;
+        let reserved = self.reserved();
         self.shards
             .par_iter_mut()
             .enumerate()
@@ -349,7 +363,11 @@ impl Counter {
                 }
             });
         drop(batches);
-        release_freed_memory();
+        // The next batch's maps reuse what these maps held; what a shard frees when it grows
+        // (its old arrays) goes back to the system.
+        if self.reserved() != reserved {
+            release_freed_memory();
+        }
         Ok(())
     }
 
