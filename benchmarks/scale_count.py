@@ -33,6 +33,7 @@ import threading
 import time
 from pathlib import Path
 
+import polytok.counts
 from bench_count import build_mix, data_directory, resident_kilobytes  # the same ../shared/data mix
 
 DOCUMENT_SEPARATOR = b"\n\f\n"
@@ -119,9 +120,13 @@ def _import_polytok() -> None:
     time.sleep(1)
 
 
-def child(mode: str, files: list[str], pattern: str, output: str) -> dict:
-    """Counts `files` (mode "local", or "ray-N": N worker CPUs) and saves the counts to `output`."""
+def child(mode: str, files: list[str], pattern: str, output: str, batch_bytes: int | None = None) -> dict:
+    """Counts `files` (mode "local", or "ray-N": N worker CPUs) and saves the counts to `output`;
+    `batch_bytes`: the local count's batch bytes per thread (None: polytok's default)."""
     import polytok
+
+    if batch_bytes is not None:
+        polytok.counts.BATCH_BYTES_PER_THREAD = batch_bytes
 
     report: dict = {}
     if mode == "local":
@@ -180,11 +185,13 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=1, help="count the corpus files this many times over")
     parser.add_argument("--shuffled", type=Path, help="add a document-shuffled copy of the corpus, kept at this path")
     parser.add_argument("--pattern", default="cl100k")
+    parser.add_argument("--batch-mib", type=float, help="the local count's batch size per thread in MiB "
+                        "(polytok.counts.BATCH_BYTES_PER_THREAD; default: polytok's)")
     parser.add_argument("--child", help=argparse.SUPPRESS)
     arguments = parser.parse_args()
     if arguments.child:
         options = json.loads(arguments.child)
-        print(json.dumps(child(options["mode"], options["files"], options["pattern"], options["output"])))
+        print(json.dumps(child(options["mode"], options["files"], options["pattern"], options["output"], options["batch_bytes"])))
         return
 
     made = None
@@ -200,12 +207,15 @@ def main() -> None:
                 build_shuffled(corpus, arguments.shuffled)
             files.append(str(arguments.shuffled))
         size_mb = sum(os.path.getsize(path) for path in files) / 1e6
+        batch_bytes = None if arguments.batch_mib is None else int(arguments.batch_mib * (1 << 20))
+        batch_shown = (batch_bytes or polytok.counts.BATCH_BYTES_PER_THREAD) / (1 << 20)
         print(f"counting {size_mb:,.0f} MB in {len(files)} files, pattern {arguments.pattern}, "
-              f"{os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f} before")
+              f"{os.cpu_count()} cores, local batches of {batch_shown:g} MiB a thread, "
+              f"load average {os.getloadavg()[0]:.1f} before")
         modes = ["local"] + ([f"ray-{workers}" for workers in arguments.workers] if arguments.ray else [])
         reports = {}
         for mode in modes:
-            reports[mode] = measured(mode, files, arguments.pattern)
+            reports[mode] = measured(mode, files, arguments.pattern, batch_bytes)
         local = reports["local"]
         print(f"{'':26} {'wall s':>7} {'MB/s':>7} {'start s':>8} {'peak MB':>8} {'largest MB':>10} "
               f"{'most added':>10} {'driver':>7} {'idle MB':>8} {'wall / local':>12}")
@@ -227,11 +237,12 @@ def main() -> None:
             made.unlink()
 
 
-def measured(mode: str, files: list[str], pattern: str) -> dict:
-    """run_child's report, with the child's peak resident size (MB) from wait4."""
+def measured(mode: str, files: list[str], pattern: str, batch_bytes: int | None = None) -> dict:
+    """The child's report, with its peak resident size (MB) from wait4."""
     with tempfile.TemporaryDirectory(prefix="polytok-bench-scale-") as directory:
         output = os.path.join(directory, "counts.ptc")
-        arguments = json.dumps({"mode": mode, "files": files, "pattern": pattern, "output": output})
+        arguments = json.dumps({"mode": mode, "files": files, "pattern": pattern, "output": output,
+                                "batch_bytes": batch_bytes})
         process = subprocess.Popen([sys.executable, __file__, "--child", arguments], stdout=subprocess.PIPE)
         stdout = process.stdout.read()
         _, status, usage = os.wait4(process.pid, 0)
