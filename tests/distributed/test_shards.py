@@ -27,7 +27,8 @@ ALPHABET = st.sampled_from(["a", "b", "Z", "é", "中", " ", "  ", "\n", "\r\n",
 OPTIONS = {"text_field": "text", "text_column": "text", "errors": "strict"}
 
 
-def span_documents(shards: list[list[Span]]) -> list[str]:
+def span_documents(shards: list[list[Span]]) -> list[str | bytes]:
+    """The documents of `shards` as the Ray tasks read them (plain text as its UTF-8 bytes)."""
     return [document for shard in shards for span in shard for document in _span_documents(span, OPTIONS)]
 
 
@@ -40,7 +41,7 @@ def test_spans_of_a_file_hold_exactly_its_pre_tokens(tmp_path, pieces, shard_byt
     shards = plan_shards([path], shard_bytes)
     spans = [span for shard in shards for span in shard]
     assert spans[0].start == 0 and all(a.stop == b.start for a, b in zip(spans, spans[1:]))
-    assert "".join(span_documents(shards)) == text
+    assert b"".join(span_documents(shards)) == text.encode("utf-8")
     whole = polytok.count(path, pattern, progress=False)
     cut = polytok.count(polytok.texts(span_documents(shards)), pattern, progress=False)
     assert cut.to_dict() == whole.to_dict()
