@@ -294,13 +294,19 @@ fn check_room(
 pub struct Counter {
     pretokenizer: PreTokenizer,
     shards: Vec<Shard>,
+    /// Batches added since freed memory was last handed back.
+    untrimmed: usize,
 }
+
+/// Freed memory is handed back at least once every this many batches.
+const TRIM_BATCHES: usize = 8;
 
 impl Counter {
     pub fn new(pretokenizer: PreTokenizer) -> Self {
         Counter {
             pretokenizer,
             shards: (0..SHARDS).map(Shard::new).collect(),
+            untrimmed: 0,
         }
     }
 
@@ -363,10 +369,13 @@ impl Counter {
                 }
             });
         drop(batches);
-        // The next batch's maps reuse what these maps held; what a shard frees when it grows
-        // (its old arrays) goes back to the system.
-        if self.reserved() != reserved {
+        // What a shard frees when it grows (its old arrays) goes back to the system at once;
+        // what the maps held, every `TRIM_BATCHES` batches (the next batch's maps reuse most of
+        // it, but the heaps' free pages would slowly spread).
+        self.untrimmed += 1;
+        if self.reserved() != reserved || self.untrimmed == TRIM_BATCHES {
             release_freed_memory();
+            self.untrimmed = 0;
         }
         Ok(())
     }
