@@ -9,9 +9,12 @@
 //!
 //! Almost every piece has at most 7 bytes and 2 ids: those live in a four-way set-associative
 //! array whose sets are one cache line each (the piece's bytes packed into a u64 are the key),
-//! so a hit reads one line and a working set larger than the table loses only its rarest
-//! pieces (a new piece evicts the oldest of its set). Pieces of up to 15 bytes and 3 ids live in
-//! a second such array (two slots a line, u128 keys); the rest in a hash map emptied when full.
+//! so a hit usually reads one line. A new piece takes the first free slot of its line or of the
+//! next PROBE_LINES - 1 lines (slots are never freed, so a lookup stops at the first line with a
+//! free slot); when all of them are full it evicts the oldest piece of its own line, so a working
+//! set larger than the table loses only its rarest pieces. Pieces of up to 15 bytes and 3 ids
+//! live in a second such array (two slots a line, u128 keys); the rest in a hash map emptied
+//! when full.
 use std::cell::RefCell;
 
 use rustc_hash::FxHashMap;
@@ -25,6 +28,10 @@ const TABLES_PER_THREAD: usize = 4;
 
 /// The most lines of an array (16 M), whatever the configured size.
 const MAX_LINE_BITS: u32 = 24;
+
+/// Lines a piece may take a free slot in, its own line first. Without this, the few lines that
+/// more pieces hash to than they have slots would evict each other's pieces on every pass.
+const PROBE_LINES: usize = 4;
 
 /// No id: marks the unused second id of a narrow slot.
 const NO_ID: u32 = u32::MAX;
@@ -57,6 +64,44 @@ impl<T: Copy, const N: usize> Line<T, N> {
         self.0.copy_within(..N - 1, 1);
         self.0[0] = slot;
     }
+}
+
+/// The slot that `found` picks among the lines from `home` on, stopping at the first line with
+/// a free slot (`free`): a piece is never stored past one (see `place`).
+#[inline(always)]
+fn probe<T: Copy, const N: usize>(
+    lines: &[Line<T, N>],
+    home: usize,
+    found: impl Fn(&T) -> bool,
+    free: impl Fn(&T) -> bool,
+) -> Option<&T> {
+    let mask = lines.len() - 1;
+    for step in 0..PROBE_LINES {
+        let line = &lines[(home + step) & mask].0;
+        if let Some(slot) = line.iter().find(|slot| found(slot)) {
+            return Some(slot);
+        }
+        // Lines fill from the front, so a free slot anywhere means the last one is free.
+        if free(&line[N - 1]) {
+            return None;
+        }
+    }
+    None
+}
+
+/// Stores `slot` in the first free slot of the lines from `home` on, or, when they are all
+/// full, first in `home`, evicting its oldest. Slots never become free again (but when the
+/// table is made afresh), so `probe` may stop at the first line with a free slot.
+#[inline(always)]
+fn place<T: Copy, const N: usize>(lines: &mut [Line<T, N>], home: usize, slot: T, free: impl Fn(&T) -> bool) {
+    let mask = lines.len() - 1;
+    for step in 0..PROBE_LINES {
+        if let Some(empty) = lines[(home + step) & mask].0.iter_mut().find(|slot| free(slot)) {
+            *empty = slot;
+            return;
+        }
+    }
+    lines[home].store(slot);
 }
 
 /// The line of a key in an array of 2^bits lines: the top bits of a multiplicative hash.
@@ -151,20 +196,18 @@ impl PieceCache {
     pub fn extend(&self, piece: &[u8], out: &mut Vec<u32>) -> bool {
         if piece.len() < 8 {
             let key = narrow_key(piece);
-            for slot in &self.narrow[line_of(key, self.narrow_bits)].0 {
-                if slot.key == key {
-                    push_ids(out, [slot.ids[0], slot.ids[1], 0], 1 + (slot.ids[1] != NO_ID) as usize);
-                    return true;
-                }
+            let home = line_of(key, self.narrow_bits);
+            if let Some(slot) = probe(&self.narrow, home, |slot| slot.key == key, |slot| slot.key == 0) {
+                push_ids(out, [slot.ids[0], slot.ids[1], 0], 1 + (slot.ids[1] != NO_ID) as usize);
+                return true;
             }
         }
         if piece.len() < 16 {
             let key = packed(piece);
-            for slot in &self.wide[self.wide_line(key)].0 {
-                if slot.key == key {
-                    push_ids(out, slot.ids, slot.count as usize);
-                    return true;
-                }
+            let home = self.wide_line(key);
+            if let Some(slot) = probe(&self.wide, home, |slot| slot.key == key, |slot| slot.key == 0) {
+                push_ids(out, slot.ids, slot.count as usize);
+                return true;
             }
             if self.other.is_empty() {
                 return false;
@@ -184,21 +227,22 @@ impl PieceCache {
     }
 
     /// Stores `ids` as the cut of `piece` (at most MAX_CACHED_PIECE bytes, not cached yet): in
-    /// an array, evicting the oldest slot of its line, or in the map, emptied first when full.
+    /// an array (see `place`), or in the map, emptied first when full.
     pub fn insert(&mut self, piece: &[u8], ids: &[u32]) {
         if piece.len() < 8 && ids.len() <= 2 {
             let key = narrow_key(piece);
             let second = ids.get(1).copied().unwrap_or(NO_ID);
-            let line = line_of(key, self.narrow_bits);
-            self.narrow[line].store(NarrowSlot { key, ids: [ids[0], second] });
+            let home = line_of(key, self.narrow_bits);
+            place(&mut self.narrow, home, NarrowSlot { key, ids: [ids[0], second] }, |slot| slot.key == 0);
             return;
         }
         if piece.len() < 16 && ids.len() <= 3 {
             let key = packed(piece);
             let mut inline = [0; 3];
             inline[..ids.len()].copy_from_slice(ids);
-            let line = self.wide_line(key);
-            self.wide[line].store(WideSlot { key, count: ids.len() as u32, ids: inline });
+            let home = self.wide_line(key);
+            let slot = WideSlot { key, count: ids.len() as u32, ids: inline };
+            place(&mut self.wide, home, slot, |slot| slot.key == 0);
             return;
         }
         if self.other.len() >= self.other_capacity {
@@ -284,5 +328,57 @@ mod tests {
             }
         }
         assert_ne!(packed(b"a"), packed(b"a\0"));
+    }
+
+    /// Pieces of 1 to 15 bytes and 1 to 3 ids, all distinct.
+    fn pieces(count: usize) -> Vec<(Vec<u8>, Vec<u32>)> {
+        (0..count)
+            .map(|i| {
+                let length = 1 + i % 15;
+                let bytes = (0..length).map(|at| b'a' + ((i / 15 + at * 7) % 26) as u8).collect();
+                let ids = (0..1 + i % 3).map(|k| (i * 3 + k) as u32).collect();
+                (bytes, ids)
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_piece_of_a_working_set_that_fits_stays_cached() {
+        // 2,000 pieces in a table of 2,048 narrow and 1,024 wide slots: about 2 pieces a line,
+        // so many lines get more pieces than they have slots; the next lines take them.
+        let mut cache = PieceCache::new(0, 4096);
+        let mut unique: Vec<(Vec<u8>, Vec<u32>)> = Vec::new();
+        for (bytes, ids) in pieces(4000) {
+            if !unique.iter().any(|(seen, _)| *seen == bytes) && unique.len() < 2000 {
+                unique.push((bytes, ids));
+            }
+        }
+        for (bytes, ids) in &unique {
+            let mut out = Vec::new();
+            if !cache.extend(bytes, &mut out) {
+                cache.insert(bytes, ids);
+            }
+        }
+        for (bytes, ids) in &unique {
+            let mut out = vec![7];
+            assert!(cache.extend(bytes, &mut out), "{bytes:?} was evicted");
+            assert_eq!(out[1..], ids[..], "{bytes:?}");
+        }
+    }
+
+    #[test]
+    fn a_full_table_answers_right_or_not_at_all() {
+        let all = pieces(3000);
+        let mut cache = PieceCache::new(0, 64);
+        for round in 0..3 {
+            for (bytes, ids) in &all {
+                let mut out = Vec::new();
+                if cache.extend(bytes, &mut out) {
+                    assert_eq!(out, *ids, "round {round}, {bytes:?}");
+                } else {
+                    cache.insert(bytes, ids);
+                }
+            }
+        }
     }
 }
