@@ -78,8 +78,13 @@ fn probe<T: Copy, const N: usize>(
     let mask = lines.len() - 1;
     for step in 0..PROBE_LINES {
         let line = &lines[(home + step) & mask].0;
-        if let Some(slot) = line.iter().find(|slot| found(slot)) {
-            return Some(slot);
+        // Every slot compared, then one branch: which slot holds a piece is not predictable.
+        let mut hits = 0u32;
+        for (index, slot) in line.iter().enumerate() {
+            hits |= (found(slot) as u32) << index;
+        }
+        if hits != 0 {
+            return Some(&line[hits.trailing_zeros() as usize]);
         }
         // Lines fill from the front, so a free slot anywhere means the last one is free.
         if free(&line[N - 1]) {
@@ -164,6 +169,28 @@ pub fn le_words(bytes: &[u8]) -> (u64, u64) {
     }
 }
 
+/// `le_words(piece)` for a piece that lies inside `text`: where 16 bytes of `text` follow the
+/// piece's start, two fixed loads masked to its length (no branch on the length); otherwise,
+/// and for a piece not inside `text`, `le_words`.
+#[inline(always)]
+pub fn le_words_in(text: &[u8], piece: &[u8]) -> (u64, u64) {
+    let length = piece.len();
+    let start = (piece.as_ptr() as usize).wrapping_sub(text.as_ptr() as usize);
+    // Inside `text` (its address range), the piece is text[start..start + length] itself.
+    let inside = piece.as_ptr() >= text.as_ptr() && start <= text.len() && length <= text.len() - start;
+    match text.get(start..start.wrapping_add(16)) {
+        Some(window) if inside && length <= 16 => {
+            let word = |at: usize| u64::from_le_bytes(window[at..at + 8].try_into().unwrap());
+            // length 1..=16 keeps 8 * length bits of the 128: the low word's mask, then the high's.
+            let bits = 8 * length as u32;
+            let low_mask = if bits >= 64 { u64::MAX } else { u64::MAX >> (64 - bits) };
+            let high_mask = if bits <= 64 { 0 } else { u64::MAX >> (128 - bits) };
+            (word(0) & low_mask, word(8) & high_mask)
+        }
+        _ => le_words(piece),
+    }
+}
+
 impl PieceCache {
     /// A table for about `capacity` pieces: half of them in the narrow array, a quarter in the
     /// wide one (each rounded down to a power of two, at least one line), a quarter in the map.
@@ -190,12 +217,12 @@ impl PieceCache {
         line_of((key as u64) ^ ((key >> 64) as u64).rotate_left(29), self.wide_bits)
     }
 
-    /// Appends the cached ids of `piece` (at most MAX_CACHED_PIECE bytes) to `out`; false if
-    /// the piece is not cached.
+    /// Appends the cached ids of `piece` (at most MAX_CACHED_PIECE bytes; `words` its
+    /// `le_words`) to `out`; false if the piece is not cached.
     #[inline(always)]
-    pub fn extend(&self, piece: &[u8], out: &mut Vec<u32>) -> bool {
+    pub fn extend(&self, piece: &[u8], words: (u64, u64), out: &mut Vec<u32>) -> bool {
         if piece.len() < 8 {
-            let key = narrow_key(piece);
+            let key = words.0 | (piece.len() as u64) << 56;
             let home = line_of(key, self.narrow_bits);
             if let Some(slot) = probe(&self.narrow, home, |slot| slot.key == key, |slot| slot.key == 0) {
                 push_ids(out, [slot.ids[0], slot.ids[1], 0], 1 + (slot.ids[1] != NO_ID) as usize);
@@ -203,7 +230,7 @@ impl PieceCache {
             }
         }
         if piece.len() < 16 {
-            let key = packed(piece);
+            let key = (words.0 as u128) | ((words.1 as u128) << 64) | ((piece.len() as u128) << 120);
             let home = self.wide_line(key);
             if let Some(slot) = probe(&self.wide, home, |slot| slot.key == key, |slot| slot.key == 0) {
                 push_ids(out, slot.ids, slot.count as usize);
@@ -330,6 +357,21 @@ mod tests {
         assert_ne!(packed(b"a"), packed(b"a\0"));
     }
 
+    #[test]
+    fn words_in_a_text_equal_a_plain_copy() {
+        let text: Vec<u8> = (0..48u8).map(|i| i.wrapping_mul(151).wrapping_add(7)).collect();
+        for start in 0..text.len() {
+            for end in start + 1..=text.len().min(start + 16) {
+                let piece = &text[start..end];
+                assert_eq!(le_words_in(&text, piece), le_words(piece), "{start}..{end}");
+            }
+        }
+        // A piece outside the text, or a text too short, falls back to the plain copy.
+        let other = text.clone();
+        assert_eq!(le_words_in(&text[..10], &other[2..9]), le_words(&other[2..9]));
+        assert_eq!(le_words_in(&text[..10], &text[2..9]), le_words(&text[2..9]));
+    }
+
     /// Pieces of 1 to 15 bytes and 1 to 3 ids, all distinct.
     fn pieces(count: usize) -> Vec<(Vec<u8>, Vec<u32>)> {
         (0..count)
@@ -355,13 +397,13 @@ mod tests {
         }
         for (bytes, ids) in &unique {
             let mut out = Vec::new();
-            if !cache.extend(bytes, &mut out) {
+            if !cache.extend(bytes, le_words(bytes), &mut out) {
                 cache.insert(bytes, ids);
             }
         }
         for (bytes, ids) in &unique {
             let mut out = vec![7];
-            assert!(cache.extend(bytes, &mut out), "{bytes:?} was evicted");
+            assert!(cache.extend(bytes, le_words(bytes), &mut out), "{bytes:?} was evicted");
             assert_eq!(out[1..], ids[..], "{bytes:?}");
         }
     }
@@ -373,7 +415,7 @@ mod tests {
         for round in 0..3 {
             for (bytes, ids) in &all {
                 let mut out = Vec::new();
-                if cache.extend(bytes, &mut out) {
+                if cache.extend(bytes, le_words(bytes), &mut out) {
                     assert_eq!(out, *ids, "round {round}, {bytes:?}");
                 } else {
                     cache.insert(bytes, ids);

@@ -153,7 +153,7 @@ impl Encoder {
                     out.push(byte_ids[byte as usize]);
                 } else if piece.len() > MAX_CACHED_PIECE {
                     self.segmenter.segment(piece, out);
-                } else if !table.extend(piece, out) {
+                } else if !table.extend(piece, cache::le_words_in(text.bytes(), piece), out) {
                     let start = out.len();
                     self.segmenter.segment(piece, out);
                     table.insert(piece, &out[start..]);
