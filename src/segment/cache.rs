@@ -19,9 +19,14 @@ use std::cell::RefCell;
 
 use rustc_hash::FxHashMap;
 
-/// Pieces longer than this are never cached: they are rare, and storing their bytes would let
-/// a few huge pieces take the memory the bound is meant to cap.
-pub const MAX_CACHED_PIECE: usize = 64;
+/// Pieces longer than this are never cached. Long pieces are rare but costly to merge (a clause
+/// of Chinese or Japanese text without punctuation is one piece); the map's bytes are bounded
+/// (MAP_BYTES_PER_PIECE per piece of the configured size), so they cannot take more memory than
+/// the bound allows.
+pub const MAX_CACHED_PIECE: usize = 1024;
+
+/// The bytes (piece and ids) the map may hold, per piece of the configured cache size.
+const MAP_BYTES_PER_PIECE: usize = 16;
 
 /// Encoders whose tables a thread keeps at once (the least recently used one is dropped).
 const TABLES_PER_THREAD: usize = 4;
@@ -136,6 +141,9 @@ pub struct PieceCache {
     /// The pieces the arrays do not take, and the most it holds before it is emptied.
     other: FxHashMap<Box<[u8]>, Entry>,
     other_capacity: usize,
+    /// The bytes of the pieces and ids in `other`, and the most it holds before it is emptied.
+    other_bytes: usize,
+    other_budget: usize,
     /// The ids of pieces in `other` with more than three, back to back.
     spill: Vec<u32>,
 }
@@ -169,19 +177,23 @@ pub fn le_words(bytes: &[u8]) -> (u64, u64) {
     }
 }
 
-/// `le_words(piece)` for a piece that lies inside `text`: where 16 bytes of `text` follow the
-/// piece's start, two fixed loads masked to its length (no branch on the length); otherwise,
-/// and for a piece not inside `text`, `le_words`.
+/// `le_words(piece)` for a piece of at most 15 bytes that lies inside `text`: where 16 bytes of
+/// `text` follow the piece's start, two fixed loads masked to its length (no branch on the
+/// length); otherwise, and for a piece not inside `text`, `le_words`. Longer pieces, whose
+/// words `extend` does not read, get (0, 0).
 #[inline(always)]
 pub fn le_words_in(text: &[u8], piece: &[u8]) -> (u64, u64) {
     let length = piece.len();
+    if length >= 16 {
+        return (0, 0);
+    }
     let start = (piece.as_ptr() as usize).wrapping_sub(text.as_ptr() as usize);
     // Inside `text` (its address range), the piece is text[start..start + length] itself.
     let inside = piece.as_ptr() >= text.as_ptr() && start <= text.len() && length <= text.len() - start;
     match text.get(start..start.wrapping_add(16)) {
-        Some(window) if inside && length <= 16 => {
+        Some(window) if inside => {
             let word = |at: usize| u64::from_le_bytes(window[at..at + 8].try_into().unwrap());
-            // length 1..=16 keeps 8 * length bits of the 128: the low word's mask, then the high's.
+            // length 1..=15 keeps 8 * length bits of the 128: the low word's mask, then the high's.
             let bits = 8 * length as u32;
             let low_mask = if bits >= 64 { u64::MAX } else { u64::MAX >> (64 - bits) };
             let high_mask = if bits <= 64 { 0 } else { u64::MAX >> (128 - bits) };
@@ -208,6 +220,8 @@ impl PieceCache {
             wide_bits,
             other: FxHashMap::default(),
             other_capacity: (capacity / 4).max(1),
+            other_bytes: 0,
+            other_budget: capacity.saturating_mul(MAP_BYTES_PER_PIECE),
             spill: Vec::new(),
         }
     }
@@ -254,7 +268,7 @@ impl PieceCache {
     }
 
     /// Stores `ids` as the cut of `piece` (at most MAX_CACHED_PIECE bytes, not cached yet): in
-    /// an array (see `place`), or in the map, emptied first when full.
+    /// an array (see `place`), or in the map, emptied first when full (in pieces or bytes).
     pub fn insert(&mut self, piece: &[u8], ids: &[u32]) {
         if piece.len() < 8 && ids.len() <= 2 {
             let key = narrow_key(piece);
@@ -272,10 +286,16 @@ impl PieceCache {
             place(&mut self.wide, home, slot, |slot| slot.key == 0);
             return;
         }
-        if self.other.len() >= self.other_capacity {
+        let cost = piece.len() + std::mem::size_of_val(ids);
+        if cost > self.other_budget {
+            return; // larger than the whole map may be
+        }
+        if self.other.len() >= self.other_capacity || self.other_bytes + cost > self.other_budget {
             self.other.clear();
             self.spill.clear();
+            self.other_bytes = 0;
         }
+        self.other_bytes += cost;
         let entry = if ids.len() <= 3 {
             let mut inline = [0; 3];
             inline[..ids.len()].copy_from_slice(ids);
@@ -361,7 +381,7 @@ mod tests {
     fn words_in_a_text_equal_a_plain_copy() {
         let text: Vec<u8> = (0..48u8).map(|i| i.wrapping_mul(151).wrapping_add(7)).collect();
         for start in 0..text.len() {
-            for end in start + 1..=text.len().min(start + 16) {
+            for end in start + 1..=text.len().min(start + 15) {
                 let piece = &text[start..end];
                 assert_eq!(le_words_in(&text, piece), le_words(piece), "{start}..{end}");
             }
@@ -406,6 +426,33 @@ mod tests {
             assert!(cache.extend(bytes, le_words(bytes), &mut out), "{bytes:?} was evicted");
             assert_eq!(out[1..], ids[..], "{bytes:?}");
         }
+    }
+
+    #[test]
+    fn long_pieces_stay_within_the_bytes_of_the_map() {
+        // 64 pieces: the map holds at most 16 pieces and 1,024 bytes.
+        let mut cache = PieceCache::new(0, 64);
+        let long: Vec<(Vec<u8>, Vec<u32>)> = (0..40)
+            .map(|i| (vec![b'a' + (i % 26) as u8; 20 + 25 * i], (0..1 + i as u32).collect()))
+            .collect();
+        for round in 0..3 {
+            for (bytes, ids) in &long {
+                let mut out = Vec::new();
+                if cache.extend(bytes, le_words_in(bytes, bytes), &mut out) {
+                    assert_eq!(out, *ids, "round {round}, {} bytes", bytes.len());
+                } else {
+                    cache.insert(bytes, ids);
+                }
+                assert!(cache.other_bytes <= 1024 && cache.other.len() <= 16);
+            }
+        }
+        // The last piece that fits is answered; one larger than the whole map never is.
+        let (small, ids) = (vec![b'q'; 100], vec![1, 2, 3, 4, 5]);
+        cache.insert(&small, &ids);
+        let mut out = Vec::new();
+        assert!(cache.extend(&small, (0, 0), &mut out) && out == ids);
+        cache.insert(&[b'z'; 1030], &[9]);
+        assert!(!cache.extend(&[b'z'; 1030], (0, 0), &mut Vec::new()));
     }
 
     #[test]
