@@ -86,6 +86,28 @@ def test_batch_equals_single_calls_in_every_output_form(variants, batch, kind, t
     assert tokenizer.count_tokens(batch, threads, allowed_special="all").tolist() == [len(ids) for ids in single]
 
 
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=texts, kind=st.sampled_from(SEGMENTERS), allowed=st.sampled_from([frozenset(), "all"]))
+def test_a_str_encodes_as_its_utf8_bytes(variants, text, kind, allowed):
+    """A str's UTF-8 is not checked again, special tokens cut out or not: the same ids as its bytes."""
+    tokenizer = variants[kind][DEFAULT_CACHE_SIZE]
+    data = text.encode("utf-8")
+    expected = tokenizer.encode(data, allowed_special=allowed, disallowed_special=())
+    assert tokenizer.encode(text, allowed_special=allowed, disallowed_special=()) == expected
+    assert tokenizer.encode_to_numpy(text, allowed_special=allowed, disallowed_special=()).tolist() == expected
+    assert tokenizer.encode_batch([text, data], allowed_special=allowed, disallowed_special=()) == [expected] * 2
+    assert tokenizer.count_tokens([text], allowed_special=allowed, disallowed_special=()).tolist() == [len(expected)]
+
+
+@settings(max_examples=100, deadline=None)
+@given(text=texts)
+def test_a_str_without_a_pattern_encodes_as_its_utf8_bytes(trained_tokenizers, text):
+    base = trained_tokenizers["hf-cl100k"]
+    whole = Tokenizer(base.vocab, segmenter="merges", merges=base.merges, pattern=None)
+    assert whole.encode_ordinary(text) == whole.encode_ordinary(text.encode("utf-8"))
+    assert whole.decode(whole.encode_ordinary(text)) == text
+
+
 def test_many_tokenizers_on_one_thread_keep_their_own_ids(trained_tokenizers):
     """More tokenisers than a thread keeps cache tables for, used in turn: each gets its own ids."""
     words = " Unmergeable Verschlüsselungsverfahren 中文分词测试 the the cat".split(" ")

@@ -97,10 +97,13 @@ def test_preset_equals_regex_findall(pretokenizers: dict, name: str, text: str) 
 
 # Mostly ASCII, as most real text is: the presets' ASCII fast path cuts these, and gives way to
 # the full matcher wherever a run meets a non-ASCII character (which may be a letter, a mark, a
-# number or whitespace). Runs longer than 8 bytes reach the word-at-a-time letter scan.
+# number or whitespace). Runs longer than 8 bytes reach the word-at-a-time letter scan; words of
+# upper then lower case ("HTTPServer", "Hello") the o200k scan of both runs in one 8-byte load.
 ascii_heavy = st.lists(
     st.one_of(
         st.text(alphabet=string.ascii_letters, min_size=1, max_size=20),
+        st.builds(str.__add__, st.text(alphabet=string.ascii_uppercase, max_size=7),
+                  st.text(alphabet=string.ascii_lowercase, min_size=1, max_size=8)),
         st.text(alphabet=string.ascii_lowercase, min_size=1, max_size=12),
         st.text(alphabet=string.digits, min_size=1, max_size=7),
         st.text(alphabet=" \t\n\r\x0b\x0c", min_size=1, max_size=5),

@@ -165,7 +165,7 @@ impl PyEncoder {
     ) -> PyResult<Vec<Vec<u32>>> {
         let normalizer = &normalizer.get().inner;
         self.run_batch(py, &texts, num_threads, |_, text| {
-            Ok(self.inner.sentencepiece_ids(normalizer, text))
+            Ok(self.inner.sentencepiece_ids(normalizer, text.bytes()))
         })
     }
 

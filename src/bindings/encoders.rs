@@ -14,6 +14,7 @@ use rayon::prelude::*;
 use super::counts::counts_view;
 use super::errors::{InvalidTokenId, SpecialTokenFound};
 use super::with_threads;
+use crate::pretokenize::Input;
 use crate::segment::encoder::{Encoder, SpecialPolicy};
 use crate::segment::longest_match::LongestMatch;
 use crate::segment::rng::SplitMix64;
@@ -103,28 +104,53 @@ pub fn special_found(py: Python<'_>, token: &[u8], document: usize) -> PyErr {
     SpecialTokenFound::new_err((PyBytes::new(py, token).unbind(), document))
 }
 
-/// The bytes of a str (UTF-8; lone surrogates kept as their 3-byte "surrogatepass" form, which
-/// the pre-tokeniser treats as invalid bytes, so nothing is lost), bytes or bytearray.
-pub fn text_bytes<'a>(text: &'a Bound<'_, PyAny>) -> PyResult<Cow<'a, [u8]>> {
+/// A text argument: a str's UTF-8 (borrowed, known valid), or bytes that may be invalid UTF-8
+/// (a str with lone surrogates becomes its 3-byte "surrogatepass" form, which the
+/// pre-tokeniser treats as invalid bytes, so nothing is lost).
+pub enum Text<'a> {
+    Str(&'a str),
+    Bytes(Cow<'a, [u8]>),
+}
+
+impl Text<'_> {
+    /// The text as the core's input (a str's UTF-8 is not checked again).
+    pub fn input(&self) -> Input<'_> {
+        match self {
+            Text::Str(text) => Input::Str(text),
+            Text::Bytes(bytes) => Input::Bytes(bytes),
+        }
+    }
+}
+
+/// The text of a str, bytes or bytearray argument.
+pub fn text_of<'a>(text: &'a Bound<'_, PyAny>) -> PyResult<Text<'a>> {
     if let Ok(string) = text.cast::<PyString>() {
         return match string.to_str() {
-            Ok(s) => Ok(Cow::Borrowed(s.as_bytes())),
+            Ok(s) => Ok(Text::Str(s)),
             Err(_) => {
                 let encoded = string.call_method1("encode", ("utf-8", "surrogatepass"))?;
-                Ok(Cow::Owned(encoded.cast::<PyBytes>()?.as_bytes().to_vec()))
+                Ok(Text::Bytes(Cow::Owned(encoded.cast::<PyBytes>()?.as_bytes().to_vec())))
             }
         };
     }
     if let Ok(bytes) = text.cast::<PyBytes>() {
-        return Ok(Cow::Borrowed(bytes.as_bytes()));
+        return Ok(Text::Bytes(Cow::Borrowed(bytes.as_bytes())));
     }
     if let Ok(bytes) = text.cast::<PyByteArray>() {
-        return Ok(Cow::Owned(bytes.to_vec()));
+        return Ok(Text::Bytes(Cow::Owned(bytes.to_vec())));
     }
     Err(PyTypeError::new_err(format!(
         "expected str, bytes or bytearray to encode, got {}",
         text.get_type().name()?
     )))
+}
+
+/// The bytes of a str (UTF-8, see `Text`), bytes or bytearray.
+pub fn text_bytes<'a>(text: &'a Bound<'_, PyAny>) -> PyResult<Cow<'a, [u8]>> {
+    Ok(match text_of(text)? {
+        Text::Str(text) => Cow::Borrowed(text.as_bytes()),
+        Text::Bytes(bytes) => bytes,
+    })
 }
 
 thread_local! {
@@ -145,10 +171,10 @@ impl PyEncoder {
         policy: Option<&SpecialPolicy>,
         output: impl FnOnce(&[u32]) -> PyResult<T>,
     ) -> PyResult<T> {
-        let text = text_bytes(text)?;
+        let text = text_of(text)?;
         let mut ids = SCRATCH.take();
         ids.clear();
-        let encoded = py.detach(|| self.inner.encode_into(&text, policy, &mut ids));
+        let encoded = py.detach(|| self.inner.encode_input_into(text.input(), policy, &mut ids));
         let result = match encoded {
             Ok(()) => output(&ids),
             Err(token) => Err(special_found(py, &token, 0)),
@@ -176,15 +202,15 @@ impl PyEncoder {
         py: Python<'_>,
         texts: &[Bound<'_, PyAny>],
         num_threads: Option<usize>,
-        work: impl Fn(usize, &[u8]) -> Result<T, Vec<u8>> + Sync + Send,
+        work: impl Fn(usize, Input<'_>) -> Result<T, Vec<u8>> + Sync + Send,
     ) -> PyResult<Vec<T>> {
-        let texts: Vec<Cow<[u8]>> = texts.iter().map(text_bytes).collect::<PyResult<_>>()?;
+        let texts: Vec<Text> = texts.iter().map(text_of).collect::<PyResult<_>>()?;
         let results: Vec<Result<T, Vec<u8>>> = py.detach(|| {
             with_threads(num_threads, || {
                 texts
                     .par_iter()
                     .enumerate()
-                    .map(|(index, text)| work(index, text))
+                    .map(|(index, text)| work(index, text.input()))
                     .collect()
             })
         })?;
@@ -316,7 +342,7 @@ impl PyEncoder {
         let policy = core_policy(&policy);
         let lists = self.run_batch(py, &texts, num_threads, |_, text| {
             let mut ids = Vec::new();
-            self.inner.encode_into(text, policy, &mut ids).map(|()| ids)
+            self.inner.encode_input_into(text, policy, &mut ids).map(|()| ids)
         })?;
         self.id_lists(py, &lists)
     }
@@ -335,7 +361,7 @@ impl PyEncoder {
         let policy = core_policy(&policy);
         let lists = self.run_batch(py, &texts, num_threads, |_, text| {
             let mut ids = Vec::new();
-            self.inner.encode_into(text, policy, &mut ids).map(|()| ids)
+            self.inner.encode_input_into(text, policy, &mut ids).map(|()| ids)
         })?;
         let (flat, offsets) = py.detach(|| {
             let mut offsets = Vec::with_capacity(lists.len() + 1);
@@ -366,7 +392,7 @@ impl PyEncoder {
         let counts = self.run_batch(py, &texts, num_threads, |_, text| {
             let mut ids = Vec::new();
             self.inner
-                .encode_into(text, policy, &mut ids)
+                .encode_input_into(text, policy, &mut ids)
                 .map(|()| ids.len() as u64)
         })?;
         Ok(PyArray1::from_vec(py, counts))
@@ -442,7 +468,7 @@ impl PyEncoder {
             let mut rng = SplitMix64::for_document(seed, index as u64);
             let mut ids = Vec::new();
             self.inner
-                .encode_random_into(text, policy, random, strength, &mut rng, &mut ids)
+                .encode_random_into(text.bytes(), policy, random, strength, &mut rng, &mut ids)
                 .map(|()| ids)
         })
     }

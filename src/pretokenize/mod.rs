@@ -31,6 +31,35 @@ pub enum PreTokenizeError {
     },
 }
 
+/// Text to split: bytes that may be invalid UTF-8, or a `str` (a Python str's UTF-8), which
+/// needs no check.
+#[derive(Clone, Copy)]
+pub enum Input<'a> {
+    Bytes(&'a [u8]),
+    Str(&'a str),
+}
+
+impl<'a> Input<'a> {
+    /// The bytes of the text.
+    pub fn bytes(self) -> &'a [u8] {
+        match self {
+            Input::Bytes(bytes) => bytes,
+            Input::Str(text) => text.as_bytes(),
+        }
+    }
+
+    /// Bytes `start..end` of the text, still a `str` where both ends are character boundaries.
+    pub fn slice(self, start: usize, end: usize) -> Input<'a> {
+        match self {
+            Input::Str(text) => match text.get(start..end) {
+                Some(part) => Input::Str(part),
+                None => Input::Bytes(&text.as_bytes()[start..end]),
+            },
+            Input::Bytes(bytes) => Input::Bytes(&bytes[start..end]),
+        }
+    }
+}
+
 /// One part of a document after special tokens are split out.
 pub enum Segment<'a> {
     Text(&'a [u8]),
@@ -146,6 +175,20 @@ impl PreTokenizer {
     pub fn for_each_piece<'a>(&self, text: &'a [u8], mut f: impl FnMut(&'a [u8])) {
         // With the fallback on, split_bytes never returns an error.
         let _ = self.split_bytes(text, &mut f, true);
+    }
+
+    /// `for_each_piece` on `input`, skipping the UTF-8 check when it is a `str`.
+    pub fn for_each_piece_of<'a>(&self, input: Input<'a>, mut f: impl FnMut(&'a [u8])) {
+        match input {
+            Input::Bytes(text) => self.for_each_piece(text, f),
+            Input::Str("") => {}
+            Input::Str(text) => {
+                let text = text.as_bytes();
+                if let Err((stopped, _)) = self.split_valid(text, &mut f) {
+                    f(&text[stopped..]); // as split_bytes' fallback does
+                }
+            }
+        }
     }
 
     /// Like `for_each_piece`, but stops with an error (naming the byte offset) when a user regex

@@ -578,14 +578,45 @@ impl<'a> Scanner<'a> {
     /// letter), with the optional contraction: upper case, then lower case.
     #[inline(always)]
     fn o200k_ascii_word(&self, at: usize) -> Option<usize> {
-        let upper_end = self.ascii_run(at, UPPER_BYTE)?;
-        let end = self.ascii_run(upper_end, LOWER_BYTE)?;
+        let end = match self.ascii_word_in_eight(at) {
+            Some(end) => end?,
+            None => {
+                let upper_end = self.ascii_run(at, UPPER_BYTE)?;
+                self.ascii_run(upper_end, LOWER_BYTE)?
+            }
+        };
         if end < self.text.len() {
             if let Some(contraction_end) = self.contraction(end, true) {
                 return Some(contraction_end);
             }
         }
         Some(end)
+    }
+
+    /// The upper-case run then the lower-case run from `at`, as the two `ascii_run`s give them,
+    /// from one load of the 8 bytes there: Some(the end, or None if the runs stop at a non-ASCII
+    /// byte) when both runs end within those bytes; None when they do not (or fewer than 8 bytes
+    /// are left), and the `ascii_run`s decide.
+    #[inline(always)]
+    fn ascii_word_in_eight(&self, at: usize) -> Option<Option<usize>> {
+        let chunk = self.text.get(at..at + 8)?;
+        let word = u64::from_le_bytes(chunk.try_into().unwrap());
+        let upper = bytes_between(word, b'A', b'Z');
+        let lower = bytes_between(word, b'a', b'z');
+        // Bytes are little-endian: byte k is bits 8k..8k + 8, its flag the top one.
+        let upper_length = (!upper & HIGH_BITS).trailing_zeros() / 8;
+        if upper_length == 8 {
+            return None;
+        }
+        let shift = 8 * upper_length;
+        let lower_length = (!(lower >> shift) & (HIGH_BITS >> shift)).trailing_zeros() / 8;
+        let length = (upper_length + lower_length) as usize;
+        if length >= 8 {
+            return None;
+        }
+        // The runs stop at byte `length` of the word: a non-ASCII byte there could be a letter.
+        let stop_is_ascii = (word >> (8 * length)) & 0x80 == 0;
+        Some(stop_is_ascii.then_some(at + length))
     }
 
     /// o200k: the two word alternatives, `\p{N}{1,3}`, ` ?[^\s\p{L}\p{N}]+[\r\n/]*` and the
@@ -620,6 +651,31 @@ impl<'a> Scanner<'a> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn one_load_of_eight_bytes_gives_the_runs_of_the_byte_kinds() {
+        // Every window of 8 bytes over a few bytes of each kind, and the end of the text.
+        let alphabet = [b'A', b'Z', b'a', b'z', b'@', b'[', b'`', b'{', b' ', b'\'', b'1', 0x80, 0xC3, 0x7F];
+        let mut state = 12345u64;
+        for _ in 0..20000 {
+            let length = 1 + (state % 12) as usize;
+            let text: Vec<u8> = (0..length)
+                .map(|_| {
+                    state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                    alphabet[(state >> 33) as usize % alphabet.len()]
+                })
+                .collect();
+            let scanner = Scanner { text: &text, classes: CharClasses::get() };
+            let by_runs = scanner
+                .ascii_run(0, UPPER_BYTE)
+                .and_then(|upper_end| scanner.ascii_run(upper_end, LOWER_BYTE));
+            if let Some(fused) = scanner.ascii_word_in_eight(0) {
+                assert_eq!(fused, by_runs, "{text:?}");
+            } else {
+                assert!(text.len() < 8 || by_runs.is_none_or(|end| end >= 8), "{text:?}");
+            }
+        }
+    }
 
     #[test]
     fn word_at_a_time_letter_tests_equal_the_byte_kinds() {

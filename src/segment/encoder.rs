@@ -13,7 +13,7 @@ use rayon::prelude::*;
 use super::cache::{self, MAX_CACHED_PIECE};
 use super::rng::SplitMix64;
 use super::{RandomKind, RandomSegmenter, RankedSegmenter, Segmenter, VocabularyError};
-use crate::pretokenize::{PreTokenizeError, PreTokenizer};
+use crate::pretokenize::{Input, PreTokenizeError, PreTokenizer};
 
 /// Why an `Encoder` could not be built.
 #[derive(Debug)]
@@ -135,20 +135,25 @@ impl Encoder {
     /// Ordinary text (no special tokens) -> ids, appended to `out`. Pieces the segmenter cannot
     /// answer directly go through this thread's pre-token cache, when there is one.
     pub fn encode_ordinary_into(&self, text: &[u8], out: &mut Vec<u32>) {
+        self.encode_ordinary_input_into(Input::Bytes(text), out)
+    }
+
+    /// `encode_ordinary_into` of bytes or of a `str` (whose UTF-8 is not checked again).
+    pub fn encode_ordinary_input_into(&self, text: Input<'_>, out: &mut Vec<u32>) {
         let capacity = self.cache_size();
         if capacity == 0 {
             self.pretokenizer
-                .for_each_piece(text, |piece| self.segmenter.segment(piece, out));
+                .for_each_piece_of(text, |piece| self.segmenter.segment(piece, out));
             return;
         }
         let byte_ids = self.segmenter.byte_ids();
         cache::with_table(self.serial, capacity, |table| {
-            self.pretokenizer.for_each_piece(text, |piece| {
+            self.pretokenizer.for_each_piece_of(text, |piece| {
                 if let (Some(byte_ids), &[byte]) = (byte_ids, piece) {
                     out.push(byte_ids[byte as usize]);
                 } else if piece.len() > MAX_CACHED_PIECE {
                     self.segmenter.segment(piece, out);
-                } else if !table.extend(piece, out) {
+                } else if !table.extend(piece, cache::le_words_in(text.bytes(), piece), out) {
                     let start = out.len();
                     self.segmenter.segment(piece, out);
                     table.insert(piece, &out[start..]);
@@ -165,8 +170,18 @@ impl Encoder {
         policy: Option<&SpecialPolicy>,
         out: &mut Vec<u32>,
     ) -> Result<(), Vec<u8>> {
+        self.encode_input_into(Input::Bytes(text), policy, out)
+    }
+
+    /// `encode_into` of bytes or of a `str` (whose UTF-8 is not checked again).
+    pub fn encode_input_into(
+        &self,
+        text: Input<'_>,
+        policy: Option<&SpecialPolicy>,
+        out: &mut Vec<u32>,
+    ) -> Result<(), Vec<u8>> {
         for_each_part(text, policy, |part| match part {
-            Part::Text(text) => self.encode_ordinary_into(text, out),
+            Part::Text(text) => self.encode_ordinary_input_into(text, out),
             Part::Special(id) => out.push(id),
         })
     }
@@ -181,8 +196,8 @@ impl Encoder {
         rng: &mut SplitMix64,
         out: &mut Vec<u32>,
     ) -> Result<(), Vec<u8>> {
-        for_each_part(text, policy, |part| match part {
-            Part::Text(text) => self.pretokenizer.for_each_piece(text, |piece| {
+        for_each_part(Input::Bytes(text), policy, |part| match part {
+            Part::Text(text) => self.pretokenizer.for_each_piece_of(text, |piece| {
                 random.segment_random(piece, strength, rng, out)
             }),
             Part::Special(id) => out.push(id),
@@ -200,10 +215,10 @@ impl Encoder {
         n: usize,
     ) -> Result<Vec<(Vec<u32>, f64)>, Vec<u8>> {
         let mut combined = NBest::new(n);
-        for_each_part(text, policy, |part| match part {
+        for_each_part(Input::Bytes(text), policy, |part| match part {
             Part::Text(text) => self
                 .pretokenizer
-                .for_each_piece(text, |piece| combined.append(ranked.nbest(piece, n))),
+                .for_each_piece_of(text, |piece| combined.append(ranked.nbest(piece, n))),
             Part::Special(id) => combined.append(vec![(vec![id], 0.0)]),
         })?;
         Ok(combined.finish())
@@ -319,7 +334,7 @@ impl Encoder {
 
 /// A stretch of input once the special-token policy has been applied.
 enum Part<'a> {
-    Text(&'a [u8]),
+    Text(Input<'a>),
     Special(u32),
 }
 
@@ -327,7 +342,7 @@ enum Part<'a> {
 /// order (policy None: all of it is ordinary text). Err holds the bytes of a disallowed special
 /// token found in the text; then nothing is visited.
 fn for_each_part<'a>(
-    text: &'a [u8],
+    text: Input<'a>,
     policy: Option<&SpecialPolicy>,
     mut visit: impl FnMut(Part<'a>),
 ) -> Result<(), Vec<u8>> {
@@ -336,7 +351,7 @@ fn for_each_part<'a>(
         return Ok(());
     };
     if let Some((matcher, texts)) = &policy.disallowed {
-        if let Some(found) = matcher.find(text) {
+        if let Some(found) = matcher.find(text.bytes()) {
             return Err(texts[found.pattern().as_usize()].clone());
         }
     }
@@ -344,15 +359,16 @@ fn for_each_part<'a>(
         None => visit(Part::Text(text)),
         Some((matcher, ids)) => {
             let mut start = 0;
-            for found in matcher.find_iter(text) {
+            for found in matcher.find_iter(text.bytes()) {
                 if found.start() > start {
-                    visit(Part::Text(&text[start..found.start()]));
+                    visit(Part::Text(text.slice(start, found.start())));
                 }
                 visit(Part::Special(ids[found.pattern().as_usize()]));
                 start = found.end();
             }
-            if start < text.len() {
-                visit(Part::Text(&text[start..]));
+            let length = text.bytes().len();
+            if start < length {
+                visit(Part::Text(text.slice(start, length)));
             }
         }
     }
