@@ -83,7 +83,14 @@ def top_k(prices: np.ndarray, budget: int) -> np.ndarray:
     budget = min(budget, len(prices))
     if budget == 0:
         return np.zeros(0, dtype=np.int64)
-    order = np.lexsort((np.arange(len(prices)), -prices))
+    # Only the entries at or above the K-th largest are sorted: at the paper's scale there are
+    # tens of millions of colours and K is thousands.
+    if budget < len(prices):
+        kth = np.partition(prices, len(prices) - budget)[len(prices) - budget]
+        candidates = np.flatnonzero(prices >= kth)
+    else:
+        candidates = np.arange(len(prices))
+    order = candidates[np.lexsort((candidates, -prices[candidates]))]
     return order[:budget]
 
 
