@@ -134,10 +134,13 @@ def lagrangian_budgets(graph: TokenisationGraph, prices: np.ndarray, budgets: li
     prices = np.ascontiguousarray(prices, dtype=np.float64)
     shortest, _ = graph.core.shortest_paths(prices)
     colour_prices = graph.core.colour_totals(prices)
-    # Summed from the largest down, so each top-K sum is a prefix sum of one order.
-    descending = np.sort(colour_prices)[::-1]
+    # Summed from the largest down, so each top-K sum is a prefix sum of one order; only the
+    # largest max(K) totals are sorted.
+    largest = min(max(budgets, default=0), len(colour_prices))
+    split = len(colour_prices) - largest
+    descending = np.sort(np.partition(colour_prices, split)[split:] if largest else colour_prices[:0])[::-1]
     prefix = np.concatenate([[0.0], np.cumsum(descending)])
-    top = prefix[np.minimum(np.asarray(budgets, dtype=np.int64), len(descending))]
+    top = prefix[np.minimum(np.asarray(budgets, dtype=np.int64), largest)]
     return shortest - top - RELATIVE_MARGIN * (shortest + top)
 
 
