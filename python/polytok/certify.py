@@ -231,6 +231,7 @@ def _certify(tokenizer: Any, corpus: Any, budgets: Sequence[int] | None, roundin
             # (on a capped graph each budget would cost its own pass over the long edges).
             bounds[order] = np.maximum(bounds[order], lagrangian_budgets(graph, full.prices, budget_list))
         bounds[i] = max(bounds[i], full.bound)
+        del full  # its prices are not needed to round
         rounded = {}
         for rounding in roundings:
             chosen = round_colours(relaxation, rounding, sizes[i])
@@ -239,7 +240,7 @@ def _certify(tokenizer: Any, corpus: Any, budgets: Sequence[int] | None, roundin
         # Only what the certificate records: one budget's prices at a time, the next solve
         # allocates its own.
         solved[i] = (solution.solver, solution.status, solution.residuals, relaxation.seconds, rounded)
-        del relaxation, full, solution
+        del relaxation, solution
     # A bound for a budget bounds every smaller one (a vocabulary of fewer tokens is one of more).
     running = -np.inf
     for i in sorted(range(len(entries)), key=lambda i: -sizes[i]):

@@ -92,6 +92,29 @@ impl PyTokenGraph {
         PyArray1::from_slice(py, self.inner.edge_colours())
     }
 
+    /// Colour of the given full-graph edges (uint32): what a caller needs of `edge_colours`
+    /// without a copy of all of them.
+    fn edge_colours_at<'py>(
+        &self,
+        py: Python<'py>,
+        edges: PyReadonlyArray1<'_, i64>,
+    ) -> PyResult<Bound<'py, PyArray1<u32>>> {
+        let colours = self.inner.edge_colours();
+        let picked = edges
+            .as_slice()?
+            .iter()
+            .map(|&e| {
+                usize::try_from(e).ok().and_then(|e| colours.get(e).copied()).ok_or_else(|| {
+                    pyo3::exceptions::PyIndexError::new_err(format!(
+                        "edge {e} is not in the graph's {} edges",
+                        colours.len()
+                    ))
+                })
+            })
+            .collect::<PyResult<Vec<u32>>>()?;
+        Ok(picked.into_pyarray(py))
+    }
+
     /// Length in bytes of every colour (uint32).
     fn colour_lengths<'py>(&self, py: Python<'py>) -> Bound<'py, PyArray1<u32>> {
         PyArray1::from_slice(py, self.inner.colour_lengths())

@@ -19,14 +19,14 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use crate::lp::graph::{check_temperature, GraphError, GraphInput, TokenGraph};
-use crate::lp::soft_paths::exp_neg;
+use crate::lp::soft_paths::{exp_neg, Real};
 
 /// A point of the ascent: the variables themselves, or scaled ones (x, scale) standing for
 /// x[k] x scale[k], so that a stage evaluates its trial points without a third vector.
 #[derive(Clone, Copy)]
 enum Point<'a> {
     Plain(&'a [f64]),
-    Scaled(&'a [f64], &'a [f64]),
+    Scaled(&'a [f64], &'a [f32]),
 }
 
 impl Point<'_> {
@@ -34,7 +34,7 @@ impl Point<'_> {
     fn get(&self, k: usize) -> f64 {
         match self {
             Point::Plain(p) => p[k],
-            Point::Scaled(x, s) => x[k] * s[k],
+            Point::Scaled(x, s) => x[k] * f64::from(s[k]),
         }
     }
 
@@ -75,8 +75,8 @@ pub struct DualAscent {
     /// frequency (lambda came out at 0.1 to 1 times it on the benchmarks). The colour
     /// temperature is in these units, so the smoothing does not depend on the corpus' size.
     price_scale: f64,
-    /// Each colour's temperature relative to `price_scale`: min(1, its weighted frequency / 4
-    /// / price_scale). See `new`.
+    /// Each shared colour's temperature relative to `price_scale`: min(1, its weighted
+    /// frequency / 4 / price_scale). See `new`.
     colour_scale: Vec<f64>,
     /// Tied edges, one bit each: those whose colour has no other edge, or is not among the
     /// colours given their own prices (`new`'s `own_prices`). A tied edge e of colour t in
@@ -92,20 +92,24 @@ pub struct DualAscent {
     /// The other edges, ascending: their prices are the variables, in this order, followed by
     /// lambda.
     free: Vec<u32>,
-    /// The colour of each free edge.
+    /// The shared colour (an index into `shared_colours`) of each free edge.
     free_colour: Vec<u32>,
     /// Colours whose edges are free (more than one edge, and given their own prices), in order.
+    /// Only these have per-colour state: the others' totals are lambda.
     shared_colours: Vec<u32>,
+    /// The number of colours that are not shared (each with M_t = lambda).
+    tied_colours: usize,
     point: Vec<f64>,
     best_point: Vec<f64>,
     best_value: f64,
     evaluations: usize,
-    /// Colour values c_t at the last evaluation.
+    /// Colour values c_t of the shared colours at the last evaluation.
     colour_values: Vec<f64>,
-    /// Edge marginals p_e at the last evaluation.
-    marginals: Vec<f64>,
-    /// Scratch: prices of every edge, colour totals M_t.
-    prices: Vec<f64>,
+    /// Edge marginals p_e at the last evaluation, in f32 (as the prices the soft paths read):
+    /// at the paper's scale each per-edge array is gigabytes.
+    marginals: Vec<f32>,
+    /// Scratch: prices of every edge, the shared colours' totals M_t.
+    prices: Vec<f32>,
     totals: Vec<f64>,
 }
 
@@ -117,20 +121,20 @@ impl DualAscent {
     }
 
     /// The edge prices of a point: its mu on the free edges, lambda n_w / F_t on the tied ones.
-    fn prices_of(&self, graph: &TokenGraph, point: Point<'_>, out: &mut Vec<f64>) {
+    fn prices_of<T: Real>(&self, graph: &TokenGraph, point: Point<'_>, out: &mut Vec<T>) {
         let lambda = point.lambda();
         out.clear();
-        out.resize(graph.edge_colour.len(), 0.0);
+        out.resize(graph.edge_colour.len(), T::from_f64(0.0));
         out.par_chunks_mut(CHUNK).enumerate().for_each(|(c, out)| {
             for_each_owned_edge(graph, c * CHUNK, out.len(), |i, e, w| {
                 if self.is_tied(e) {
                     let t = graph.edge_colour[e] as usize;
-                    out[i] = lambda * graph.counts[w] as f64 / graph.colour_frequency[t] as f64;
+                    out[i] = T::from_f64(lambda * graph.counts[w] as f64 / graph.colour_frequency[t] as f64);
                 }
             });
         });
         for (k, &e) in self.free.iter().enumerate() {
-            out[e as usize] = point.get(k);
+            out[e as usize] = T::from_f64(point.get(k));
         }
     }
 
@@ -160,7 +164,7 @@ impl DualAscent {
         point: Point<'_>,
         tau: f64,
         colour_tau: f64,
-        gradient: &mut [f64],
+        gradient: &mut [f32],
     ) -> (f64, f64) {
         self.evaluations += 1;
         let lambda = point.lambda();
@@ -168,18 +172,14 @@ impl DualAscent {
         self.prices_of(graph, point, &mut prices);
         let (soft, hard) = graph.soft_paths(&prices, tau, &mut self.marginals);
         self.prices = prices;
-        // Colour totals M_t: lambda for the tied colours, the sum of the free prices otherwise.
-        self.totals.iter_mut().for_each(|m| *m = lambda);
-        for &t in &self.shared_colours {
-            self.totals[t as usize] = 0.0;
-        }
+        // The shared colours' totals M_t, the sums of their free prices (the others' are lambda).
+        self.totals.iter_mut().for_each(|m| *m = 0.0);
         for (k, &t) in self.free_colour.iter().enumerate() {
             self.totals[t as usize] += point.get(k);
         }
         let mut softplus = 0.0;
         let mut used = 0.0;
-        for &t in &self.shared_colours {
-            let t = t as usize;
+        for t in 0..self.shared_colours.len() {
             let scale = self.colour_scale[t];
             let z = (self.totals[t] - lambda) / (colour_tau * scale);
             // softplus(z) = max(z, 0) + ln(1 + e) and sigmoid(z) from e = exp(-|z|).
@@ -195,15 +195,15 @@ impl DualAscent {
         }
         let marginals = &self.marginals;
         used += self.tied_sum(graph, |e, w| {
-            marginals[e] * graph.counts[w] as f64
+            f64::from(marginals[e]) * graph.counts[w] as f64
                 / graph.colour_frequency[graph.edge_colour[e] as usize] as f64
         });
         for ((g, &t), &e) in gradient.iter_mut().zip(&self.free_colour).zip(&self.free) {
-            *g = self.colour_values[t as usize] - self.marginals[e as usize];
+            *g = (self.colour_values[t as usize] - f64::from(self.marginals[e as usize])) as f32;
         }
-        gradient[self.free.len()] = self.budget as f64 - used;
+        gradient[self.free.len()] = (self.budget as f64 - used) as f32;
         let value = soft - self.budget as f64 * lambda - colour_tau * softplus;
-        let exact = hard - top_sum(&mut self.totals, self.budget);
+        let exact = hard - top_sum(&mut self.totals, self.budget, self.tied_colours, lambda);
         if exact > self.best_value {
             self.best_value = exact;
             for (k, b) in self.best_point.iter_mut().enumerate() {
@@ -218,7 +218,7 @@ impl DualAscent {
     /// gathers the colours' and the tied edges' terms.
     fn curvature(&self, graph: &TokenGraph, tau: f64, colour_tau: f64) -> Vec<f64> {
         let path = |e: usize, w: usize| {
-            let p = self.marginals[e];
+            let p = f64::from(self.marginals[e]);
             p * (1.0 - p) / (tau * graph.counts[w] as f64)
         };
         let colour = |t: usize| {
@@ -228,21 +228,21 @@ impl DualAscent {
         let mut diagonal = vec![0.0; self.free.len() + 1];
         diagonal[..self.free.len()]
             .par_chunks_mut(CHUNK)
-            .zip(self.free.par_chunks(CHUNK))
-            .for_each(|(d, free)| {
+            .zip(self.free.par_chunks(CHUNK).zip(self.free_colour.par_chunks(CHUNK)))
+            .for_each(|(d, (free, free_colour))| {
                 let first = free[0] as usize;
                 let mut w = graph.edge_start.partition_point(|&s| s <= first) - 1;
-                for (d, &e) in d.iter_mut().zip(free) {
+                for ((d, &e), &t) in d.iter_mut().zip(free).zip(free_colour) {
                     let e = e as usize;
                     while graph.edge_start[w + 1] <= e {
                         w += 1;
                     }
-                    *d = path(e, w) + colour(graph.edge_colour[e] as usize);
+                    *d = path(e, w) + colour(t as usize);
                 }
             });
         let mut budget = 0.0;
-        for &t in &self.shared_colours {
-            budget += colour(t as usize);
+        for t in 0..self.shared_colours.len() {
+            budget += colour(t);
         }
         // A tied edge's price is lambda x its weight n_w / F_t, so its curvature counts squared.
         budget += self.tied_sum(graph, |e, w| {
@@ -273,26 +273,29 @@ impl DualAscent {
         let n = self.point.len();
         // Taken, not copied (the stage works on x and writes the point back at its end): at
         // the paper's scale every vector of this length is gigabytes.
+        // The gradients and the scale are in f32 (like the curvature pairs): at the paper's scale
+        // each vector of this length is gigabytes, and the gradient's entries are differences
+        // of probabilities.
         let point = std::mem::take(&mut self.point);
-        let mut g = vec![0.0; n];
+        let mut g = vec![0.0f32; n];
         let (mut f, _) = self.evaluate(graph, Point::Plain(&point), tau, colour_tau, &mut g);
         // Stage preconditioner: 1 / sqrt(curvature + its mean), so that the scaled variables
         // have curvature about 1 and a unit step is about a Newton step. The added mean keeps
         // flat coordinates (p and c near 0 or 1) from taking huge steps.
         let diagonal = self.curvature(graph, tau, colour_tau);
         let mean = diagonal.iter().sum::<f64>() / n as f64;
-        let scale: Vec<f64> = diagonal
+        let scale: Vec<f32> = diagonal
             .iter()
             .map(|d| {
                 if d + mean > 0.0 {
-                    1.0 / (d + mean).sqrt()
+                    (1.0 / (d + mean).sqrt()) as f32
                 } else {
                     1.0
                 }
             })
             .collect();
         drop(diagonal);
-        let mut x: Vec<f64> = point.iter().zip(&scale).map(|(p, s)| p / s).collect();
+        let mut x: Vec<f64> = point.iter().zip(&scale).map(|(p, &s)| p / f64::from(s)).collect();
         drop(point);
         g.iter_mut().zip(&scale).for_each(|(g, s)| *g *= s);
         // Curvature pairs, oldest first, their vectors recycled. They are kept in f32: reading
@@ -300,10 +303,10 @@ impl DualAscent {
         // taken in f64 from the stored values, so the pairs stay consistent).
         let mut pairs: VecDeque<Pair> = VecDeque::new();
         let mut spare: Vec<(Vec<f32>, Vec<f32>)> = Vec::new();
-        let (mut d, mut trial, mut g_trial) = (vec![0.0; n], vec![0.0; n], vec![0.0; n]);
+        let (mut d, mut trial, mut g_trial) = (vec![0.0; n], vec![0.0; n], vec![0.0f32; n]);
         let mut alphas = Vec::with_capacity(memory);
         // Coordinates at their bound with the gradient pushing outwards stay fixed.
-        let active = |x: f64, g: f64| x <= 0.0 && g > 0.0;
+        let active = |x: f64, g: f32| x <= 0.0 && g > 0.0;
         let mut history = vec![self.best_value];
         let mut done = 0;
         let mut stopped = false;
@@ -332,7 +335,7 @@ impl DualAscent {
                     .map(|(c, ((d, x), g))| {
                         let s = newest.get(c * CHUNK..(c * CHUNK + d.len())).unwrap_or(&[]);
                         for ((d, &x), &g) in d.iter_mut().zip(x).zip(g) {
-                            *d = if active(x, g) { 0.0 } else { -g };
+                            *d = if active(x, g) { 0.0 } else { -f64::from(g) };
                         }
                         s.iter()
                             .zip(d.iter())
@@ -383,7 +386,7 @@ impl DualAscent {
                             if active(x, g) {
                                 *d = 0.0;
                             }
-                            sum += *d * g;
+                            sum += *d * f64::from(g);
                         }
                         sum
                     }),
@@ -393,7 +396,7 @@ impl DualAscent {
                 spare.extend(pairs.drain(..).map(|p| (p.s, p.y)));
                 let mut norm = 0.0;
                 for ((d, &x), &g) in d.iter_mut().zip(&x).zip(&g) {
-                    *d = if active(x, g) { 0.0 } else { -g };
+                    *d = if active(x, g) { 0.0 } else { -f64::from(g) };
                     norm += *d * *d;
                 }
                 if norm == 0.0 {
@@ -414,7 +417,7 @@ impl DualAscent {
                             let mut sum = 0.0;
                             for i in 0..t.len() {
                                 t[i] = (x[i] + step * d[i]).max(0.0);
-                                sum += g[i] * (t[i] - x[i]);
+                                sum += f64::from(g[i]) * (t[i] - x[i]);
                             }
                             sum
                         }),
@@ -434,7 +437,12 @@ impl DualAscent {
             if !accepted {
                 break;
             }
-            let (mut s, mut y) = spare.pop().unwrap_or_else(|| (vec![0.0; n], vec![0.0; n]));
+            // At full memory the oldest pair's vectors are reused before the new pair is known
+            // to be kept, so no more than `memory` pairs are ever allocated.
+            let (mut s, mut y) = spare
+                .pop()
+                .or_else(|| (pairs.len() >= memory).then(|| pairs.pop_front().map(|p| (p.s, p.y))).flatten())
+                .unwrap_or_else(|| (vec![0.0; n], vec![0.0; n]));
             let sums: Vec<[f64; 3]> = s
                 .par_chunks_mut(CHUNK)
                 .zip(y.par_chunks_mut(CHUNK))
@@ -444,7 +452,7 @@ impl DualAscent {
                     let mut sums = [0.0; 3];
                     for i in 0..s.len() {
                         s[i] = (t[i] - x[i]) as f32;
-                        y[i] = (gt[i] - g[i]) as f32;
+                        y[i] = (f64::from(gt[i]) - f64::from(g[i])) as f32;
                         let (si, yi) = (f64::from(s[i]), f64::from(y[i]));
                         sums[0] += si * yi;
                         sums[1] += si * si;
@@ -464,10 +472,7 @@ impl DualAscent {
                     sy,
                     yy,
                 });
-                if pairs.len() > memory {
-                    let p = pairs.pop_front().expect("more pairs than memory");
-                    spare.push((p.s, p.y));
-                }
+                debug_assert!(pairs.len() <= memory);
             } else {
                 spare.push((s, y));
             }
@@ -480,7 +485,7 @@ impl DualAscent {
         // The vectors of the stage go before the final evaluation, so that its scratch space
         // never adds to their peak.
         drop((pairs, spare, d, trial, g_trial));
-        let point: Vec<f64> = x.iter().zip(&scale).map(|(x, s)| x * s).collect();
+        let point: Vec<f64> = x.iter().zip(&scale).map(|(x, &s)| x * f64::from(s)).collect();
         drop((x, scale));
         // Leave the colour values and marginals those of the final point.
         self.evaluate(graph, Point::Plain(&point), tau, colour_tau, &mut g);
@@ -520,28 +525,38 @@ impl DualAscent {
             per_colour[t as usize] = per_colour[t as usize].saturating_add(1);
         }
         let shared = |t: usize| per_colour[t] > 1 && own_prices.is_none_or(|own| own[t]);
-        let shared_colours = (0..colours as u32).filter(|&t| shared(t as usize)).collect();
+        let shared_colours: Vec<u32> = (0..colours as u32).filter(|&t| shared(t as usize)).collect();
+        // Reused as each shared colour's index into `shared_colours`.
+        for (s, &t) in shared_colours.iter().enumerate() {
+            per_colour[t as usize] = s as u32;
+        }
         let mut tied = vec![0u64; edges.div_ceil(64)];
         let mut free = Vec::new();
         let mut free_colour = Vec::new();
+        let mut is_shared = vec![0u64; colours.div_ceil(64)];
+        for &t in &shared_colours {
+            is_shared[t as usize / 64] |= 1 << (t % 64);
+        }
         for (e, &t) in g.edge_colour.iter().enumerate() {
-            if shared(t as usize) {
+            if is_shared[t as usize / 64] >> (t % 64) & 1 == 1 {
                 free.push(e as u32);
-                free_colour.push(t);
+                free_colour.push(per_colour[t as usize]);
             } else {
                 tied[e / 64] |= 1 << (e % 64);
             }
         }
         free.shrink_to_fit();
         free_colour.shrink_to_fit();
-        drop(per_colour);
+        drop((per_colour, is_shared));
         let variables = free.len() + 1;
-        let (price_scale, colour_scale) = colour_scales(g, budget);
+        let (price_scale, colour_scale) = colour_scales(g, budget, &shared_colours);
+        let shared_count = shared_colours.len();
         Ok(DualAscent {
             colour_scale,
             tied,
             free,
             free_colour,
+            tied_colours: colours - shared_count,
             shared_colours,
             budget,
             colour_tau_ratio,
@@ -550,10 +565,10 @@ impl DualAscent {
             best_point: vec![0.0; variables],
             best_value: f64::NEG_INFINITY,
             evaluations: 0,
-            colour_values: vec![0.0; colours],
+            colour_values: vec![0.0; shared_count],
             marginals: vec![0.0; edges],
             prices: Vec::new(),
-            totals: vec![0.0; colours],
+            totals: vec![0.0; shared_count],
         })
     }
 
@@ -565,7 +580,7 @@ impl DualAscent {
         if graph.edge_colour.len() != self.marginals.len() {
             return Err(DualError::OtherGraph);
         }
-        let (price_scale, colour_scale) = colour_scales(graph, budget);
+        let (price_scale, colour_scale) = colour_scales(graph, budget, &self.shared_colours);
         self.budget = budget;
         self.price_scale = price_scale;
         self.colour_scale = colour_scale;
@@ -625,33 +640,37 @@ impl DualAscent {
         self.evaluations
     }
 
-    /// Edge prices mu of the best exact value (tied edges at lambda n_w / F_t).
+    /// Edge prices mu of the best exact value (tied edges at lambda n_w / F_t), rounded to f32
+    /// as the ascent evaluated them.
     pub fn best_prices(&self, graph: &TokenGraph) -> Vec<f64> {
-        let mut out = Vec::new();
-        self.prices_of(graph, Point::Plain(&self.best_point), &mut out);
-        out
+        self.widened_prices(graph, Point::Plain(&self.best_point))
     }
 
-    /// The current prices mu (tied edges at lambda n_w / F_t).
+    /// The current prices mu (tied edges at lambda n_w / F_t), rounded to f32.
     pub fn prices(&self, graph: &TokenGraph) -> Vec<f64> {
-        let mut out = Vec::new();
-        self.prices_of(graph, Point::Plain(&self.point), &mut out);
-        out
+        self.widened_prices(graph, Point::Plain(&self.point))
+    }
+
+    fn widened_prices(&self, graph: &TokenGraph, point: Point<'_>) -> Vec<f64> {
+        let mut out = Vec::<f32>::new();
+        self.prices_of(graph, point, &mut out);
+        out.into_iter().map(f64::from).collect()
     }
 
     /// Colour values c_t of the smoothed problem at the last evaluation (a primal estimate:
     /// sigmoid((M_t - lambda) / colour_tau) for a colour with its own prices, sum_e (n_w / F_t)
     /// p_e over a tied colour's edges).
     pub fn colour_values(&self, graph: &TokenGraph) -> Vec<f64> {
-        let mut values = vec![0.0; self.colour_values.len()];
-        for &t in &self.shared_colours {
-            values[t as usize] = self.colour_values[t as usize];
+        let mut values = vec![0.0; graph.colour_len.len()];
+        for (&t, &c) in self.shared_colours.iter().zip(&self.colour_values) {
+            values[t as usize] = c;
         }
         for w in 0..graph.counts.len() {
             for e in graph.edge_start[w]..graph.edge_start[w + 1] {
                 if self.is_tied(e) {
                     let t = graph.edge_colour[e] as usize;
-                    values[t] += self.marginals[e] * graph.counts[w] as f64 / graph.colour_frequency[t] as f64;
+                    values[t] += f64::from(self.marginals[e]) * graph.counts[w] as f64
+                        / graph.colour_frequency[t] as f64;
                 }
             }
         }
@@ -672,35 +691,42 @@ pub struct StageEnd {
 }
 
 /// The price scale of a budget (a quarter of the K-th largest weighted colour frequency, at
-/// least 1) and each colour's temperature relative to it: min(1, its frequency / 4 / scale).
-fn colour_scales(g: &TokenGraph, budget: usize) -> (f64, Vec<f64>) {
+/// least 1) and each of the `shared` colours' temperature relative to it: min(1, its frequency
+/// / 4 / scale).
+fn colour_scales(g: &TokenGraph, budget: usize, shared: &[u32]) -> (f64, Vec<f64>) {
     let price_scale = crate::lp::census::price_scale(&mut g.colour_frequency.clone(), budget);
     // A colour's price total M_t can only approach lambda if it is frequent; a rare colour
     // smoothed at the full temperature would still count sigmoid(-lambda / colour_tau) of a
     // token, and the many rare colours together would push lambda up by about
     // colour_tau x ln(#colours / K) (at 5 MB and K=1024 about twice its optimum).
-    let colour_scale = g
-        .colour_frequency
+    let colour_scale = shared
         .iter()
-        .map(|&f| (f as f64 / 4.0 / price_scale).min(1.0))
+        .map(|&t| (g.colour_frequency[t as usize] as f64 / 4.0 / price_scale).min(1.0))
         .collect();
     (price_scale, colour_scale)
 }
 
-/// The sum of the `k` largest entries (all of them when there are at most k); reorders `values`.
-fn top_sum(values: &mut [f64], k: usize) -> f64 {
+/// The sum of the `k` largest entries of `values` together with `copies` more entries equal to
+/// `value` (all of them when there are at most k); reorders `values`.
+fn top_sum(values: &mut [f64], k: usize, copies: usize, value: f64) -> f64 {
+    let k = k.min(values.len() + copies);
     if k == 0 {
         return 0.0;
     }
-    if k >= values.len() {
-        return values.iter().sum();
+    // The top k of `values` alone, ascending (summed in that order, so the result does not
+    // depend on how the selection left them).
+    let own = k.min(values.len());
+    let split = values.len() - own;
+    if split > 0 {
+        values.select_nth_unstable_by(split, |a, b| a.total_cmp(b));
     }
-    let split = values.len() - k;
-    values.select_nth_unstable_by(split, |a, b| a.total_cmp(b));
-    // Summed in ascending order, so the result does not depend on how the selection left them.
     let top = &mut values[split..];
     top.sort_unstable_by(|a, b| a.total_cmp(b));
-    top.iter().sum()
+    // The copies displace the smallest of those that fall below `value` (or fill what is left).
+    let below = top.partition_point(|&v| v < value);
+    let displaced = below.min(copies.saturating_sub(k - own));
+    let copies_taken = (k - own) + displaced;
+    top[displaced..].iter().sum::<f64>() + value * copies_taken as f64
 }
 
 /// An L-BFGS curvature pair: the step s, the gradient change y, 1 / s.y, s.y and y.y.
@@ -775,5 +801,30 @@ fn for_each_owned_edge(graph: &TokenGraph, first: usize, len: usize, mut f: impl
             w += 1;
         }
         f(i, e, w);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn top_sum_with_copies_is_the_top_k_of_the_union() {
+        // Small integers, so every sum is exact whatever its order.
+        let mut seed = 12345u64;
+        let mut next = |m: u64| {
+            seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+            (seed >> 33) % m
+        };
+        for _ in 0..2000 {
+            let values: Vec<f64> = (0..next(8)).map(|_| next(10) as f64).collect();
+            let (copies, value, k) = (next(5) as usize, next(10) as f64, next(14) as usize);
+            let mut union = values.clone();
+            union.extend(std::iter::repeat_n(value, copies));
+            union.sort_by(|a, b| b.total_cmp(a));
+            let want: f64 = union.iter().take(k).sum();
+            let got = top_sum(&mut values.clone(), k, copies, value);
+            assert_eq!(got, want, "{values:?} + {copies} x {value}, k = {k}");
+        }
     }
 }

@@ -157,6 +157,10 @@ impl TokenGraph {
             }
             edge_start.push(edge_colour.len());
         }
+        // They grew by doubling: up to twice the colours' memory, held as long as the graph.
+        colour_start.shrink_to_fit();
+        colour_len.shrink_to_fit();
+        colour_frequency.shrink_to_fit();
         TokenGraph {
             data,
             offsets,

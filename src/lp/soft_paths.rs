@@ -96,12 +96,41 @@ fn reset(v: &mut Vec<Lanes>, len: usize, value: f64) {
     v.resize(len, [value; LANES]);
 }
 
+/// A float type the soft paths read prices from and write marginals to: f64 for exactness
+/// checks, f32 for the dual solver, which holds one of each per edge of a graph of 10^8 edges.
+pub(crate) trait Real: Copy + Send + Sync {
+    fn to_f64(self) -> f64;
+    fn from_f64(value: f64) -> Self;
+}
+
+impl Real for f64 {
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        self
+    }
+    #[inline(always)]
+    fn from_f64(value: f64) -> Self {
+        value
+    }
+}
+
+impl Real for f32 {
+    #[inline(always)]
+    fn to_f64(self) -> f64 {
+        f64::from(self)
+    }
+    #[inline(always)]
+    fn from_f64(value: f64) -> Self {
+        value as f32
+    }
+}
+
 /// The marginals array, written by several threads at disjoint edge ranges.
-struct Marginals(*mut f64);
+struct Marginals<M>(*mut M);
 // SAFETY: every pre-token belongs to exactly one group and every group to one block, so each
 // edge's marginal is written by exactly one task, and nothing reads them during the pass.
-unsafe impl Sync for Marginals {}
-unsafe impl Send for Marginals {}
+unsafe impl<M> Sync for Marginals<M> {}
+unsafe impl<M> Send for Marginals<M> {}
 
 /// Pre-tokens of two or more bytes by length (then id), cut into groups of up to four of one
 /// length, and the groups into a fixed number of blocks of about equal edge counts; depends on
@@ -162,8 +191,9 @@ impl TokenGraph {
     /// under the Gibbs distribution over paths, the gradient of the smoothed sum in mu. Each
     /// pre-token is scaled by its hard shortest distances, so every exponent is <= 0 and the
     /// path sums lie in [1, #paths]. The groups are cut into a fixed number of blocks and the
-    /// block sums added in order, so the result does not depend on the thread count.
-    pub fn soft_paths(&self, mu: &[f64], tau: f64, marginals: &mut [f64]) -> (f64, f64) {
+    /// block sums added in order, so the result does not depend on the thread count. The work
+    /// is in f64 whatever the type `mu` and `marginals` are stored in.
+    pub(crate) fn soft_paths<P: Real, M: Real>(&self, mu: &[P], tau: f64, marginals: &mut [M]) -> (f64, f64) {
         assert_eq!(mu.len(), self.edge_colour.len());
         assert_eq!(marginals.len(), self.edge_colour.len());
         let plan = self.soft_plan.get_or_init(|| SoftPlan::new(self));
@@ -193,12 +223,12 @@ impl TokenGraph {
     /// baseline build's.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx2")]
-    unsafe fn soft_block_avx2(
+    unsafe fn soft_block_avx2<P: Real, M: Real>(
         &self,
         block: (&SoftPlan, Range<usize>),
-        mu: &[f64],
+        mu: &[P],
         tau: f64,
-        sink: &Marginals,
+        sink: &Marginals<M>,
     ) -> (f64, f64) {
         self.soft_block(block, mu, tau, sink)
     }
@@ -206,12 +236,12 @@ impl TokenGraph {
     /// The groups of one block (the plan's groups in `range`), in order: (sum of soft minima,
     /// sum of hard minima).
     #[inline(always)]
-    fn soft_block(
+    fn soft_block<P: Real, M: Real>(
         &self,
         (plan, range): (&SoftPlan, Range<usize>),
-        mu: &[f64],
+        mu: &[P],
         tau: f64,
-        sink: &Marginals,
+        sink: &Marginals<M>,
     ) -> (f64, f64) {
         let mut buffers = Buffers::default();
         let (mut soft, mut hard) = (0.0, 0.0);
@@ -228,13 +258,13 @@ impl TokenGraph {
     /// n_w min_w), their edge marginals written through `sink`. A group of fewer than four
     /// repeats its last pre-token in the spare lanes, whose results are dropped.
     #[inline(always)]
-    fn soft_group(
+    fn soft_group<P: Real, M: Real>(
         &self,
         words: &[usize],
-        mu: &[f64],
+        mu: &[P],
         tau: f64,
         per_tau: f64,
-        sink: &Marginals,
+        sink: &Marginals<M>,
         b: &mut Buffers,
     ) -> (f64, f64) {
         let lane_word: [usize; LANES] = std::array::from_fn(|l| words[l.min(words.len() - 1)]);
@@ -253,7 +283,7 @@ impl TokenGraph {
         debug_assert_eq!(k, edges);
         b.cost.clear();
         b.cost
-            .extend((0..edges).map(|k| map(|l| 1.0 + mu[first[l] + k] * per_count[l])));
+            .extend((0..edges).map(|k| map(|l| 1.0 + mu[first[l] + k].to_f64() * per_count[l])));
         reset(&mut b.out, edges, 0.0);
         reset(&mut b.from, len + 1, f64::INFINITY);
         reset(&mut b.to, len + 1, f64::INFINITY);
@@ -335,7 +365,7 @@ impl TokenGraph {
             // marginals array (checked in soft_paths), and no other task writes them.
             let target = unsafe { std::slice::from_raw_parts_mut(sink.0.add(first[l]), edges) };
             for (m, o) in target.iter_mut().zip(out.iter()) {
-                *m = o[l];
+                *m = M::from_f64(o[l]);
             }
             soft += count[l] * (shortest[l] - tau * total[l].ln());
             hard += count[l] * shortest[l];

@@ -8,7 +8,7 @@ import pytest
 import scipy.sparse
 
 from polytok.counts import PreTokenCounts
-from polytok.lp.bound import certify_on_full_graph, lagrangian, matrix_bound
+from polytok.lp.bound import certify_on_full_graph, lagrangian, matrix_bound, top_k
 from polytok.lp.graph import LinearProgram, TokenisationGraph
 from polytok.lp.relax import relax
 from polytok.lp.solvers import solve
@@ -170,3 +170,13 @@ def test_cuopt_bound_matches_simplex():
     exact = solve(lp, "highs").objective
     bound = certify_on_full_graph(graph, lp, solve(lp, "cuopt").duals, 64).bound
     assert exact * 0.995 <= bound <= exact + 1e-6
+
+
+@pytest.mark.parametrize("seed", range(20))
+def test_top_k_is_the_first_k_of_the_full_order(seed):
+    """Largest first, ties by lower index, with many ties (as tied colours all sit at lambda)."""
+    rng = np.random.default_rng(seed)
+    prices = rng.integers(0, 6, size=int(rng.integers(1, 300))).astype(np.float64)
+    full = np.lexsort((np.arange(len(prices)), -prices))
+    for budget in (0, 1, 2, len(prices) // 3, len(prices) - 1, len(prices), len(prices) + 5):
+        assert top_k(prices, budget).tolist() == full[:max(budget, 0)].tolist()

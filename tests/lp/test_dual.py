@@ -121,7 +121,9 @@ def test_dual_bound_is_valid_and_near_the_simplex_optimum(seed):
     bound = lagrangian(graph, solution.duals, budget).bound
     assert bound <= optimum + 1e-9
     assert bound >= optimum * 0.99
-    assert solution.objective == pytest.approx(bound, rel=1e-8)
+    # The ascent evaluates prices rounded to f32 (the certificate evaluates those same prices);
+    # its value and the certificate differ by that rounding, about 2^-24 of the prices.
+    assert solution.objective == pytest.approx(bound, rel=1e-7)
     assert np.all((colour_values >= 0) & (colour_values <= 1))
     covered = budget >= sum(1 for word, _ in graph.counts if len(word) >= 2)
     assert [stage["temperature"] for stage in stages] == ([] if covered else temperatures(1e-5))

@@ -83,7 +83,14 @@ def top_k(prices: np.ndarray, budget: int) -> np.ndarray:
     budget = min(budget, len(prices))
     if budget == 0:
         return np.zeros(0, dtype=np.int64)
-    order = np.lexsort((np.arange(len(prices)), -prices))
+    # Only the entries at or above the K-th largest are sorted: at the paper's scale there are
+    # tens of millions of colours and K is thousands.
+    if budget < len(prices):
+        kth = np.partition(prices, len(prices) - budget)[len(prices) - budget]
+        candidates = np.flatnonzero(prices >= kth)
+    else:
+        candidates = np.arange(len(prices))
+    order = candidates[np.lexsort((candidates, -prices[candidates]))]
     return order[:budget]
 
 
@@ -127,10 +134,13 @@ def lagrangian_budgets(graph: TokenisationGraph, prices: np.ndarray, budgets: li
     prices = np.ascontiguousarray(prices, dtype=np.float64)
     shortest, _ = graph.core.shortest_paths(prices)
     colour_prices = graph.core.colour_totals(prices)
-    # Summed from the largest down, so each top-K sum is a prefix sum of one order.
-    descending = np.sort(colour_prices)[::-1]
+    # Summed from the largest down, so each top-K sum is a prefix sum of one order; only the
+    # largest max(K) totals are sorted.
+    largest = min(max(budgets, default=0), len(colour_prices))
+    split = len(colour_prices) - largest
+    descending = np.sort(np.partition(colour_prices, split)[split:] if largest else colour_prices[:0])[::-1]
     prefix = np.concatenate([[0.0], np.cumsum(descending)])
-    top = prefix[np.minimum(np.asarray(budgets, dtype=np.int64), len(descending))]
+    top = prefix[np.minimum(np.asarray(budgets, dtype=np.int64), largest)]
     return shortest - top - RELATIVE_MARGIN * (shortest + top)
 
 

@@ -65,7 +65,7 @@ def whole_pre_token_colours(graph: TokenisationGraph) -> np.ndarray | None:
         return None
     first_edge = np.concatenate([[0], np.cumsum(lengths * (lengths - 1) // 2)])[:-1]
     long = lengths >= 2
-    return graph.edge_colours[first_edge[long] + lengths[long] - 2].astype(np.int64)
+    return graph.core.edge_colours_at(first_edge[long] + lengths[long] - 2).astype(np.int64)
 
 
 TIE_FRACTION = 0.25
@@ -76,7 +76,7 @@ budget price (see `own_price_colours`)."""
 def price_scale(graph: TokenisationGraph, budget: int) -> float:
     """The dual solver's estimate of the budget price: a quarter of the K-th largest weighted
     colour frequency, at least 1 (`src/lp/dual_ascent.rs` uses the same)."""
-    frequencies = np.asarray(graph.colour_frequencies)
+    frequencies = graph.core.colour_frequencies()
     if budget == 0 or len(frequencies) == 0:
         return 1.0
     split = len(frequencies) - min(budget, len(frequencies))
@@ -94,7 +94,9 @@ def own_price_colours(graph: TokenisationGraph, budget: int, tie_fraction: float
     0.001% of every colour priced) while it halves the variables at 1.2 GB."""
     if not tie_fraction > 0:
         return None
-    saving = np.asarray(graph.colour_frequencies, dtype=np.float64) * (np.asarray(graph.colour_lengths) - 1.0)
+    # From the core's arrays, not the graph's cached copies: these are freed before the ascent.
+    saving = graph.core.colour_frequencies().astype(np.float64)
+    saving *= graph.core.colour_lengths() - 1.0
     return saving >= tie_fraction * price_scale(graph, budget)
 
 

@@ -16,6 +16,7 @@ tokens. `polytok.lp.bound.certify_on_full_graph` turns its duals into a bound on
 """
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -101,9 +102,6 @@ class TokenisationGraph:
         self.counts = counts
         self.max_token_bytes = max_token_bytes
         self.core = _core.TokenGraph(counts.data, counts.offsets, counts.counts, max_token_bytes or 0)
-        self.edge_colours = self.core.edge_colours()
-        self.colour_frequencies = self.core.colour_frequencies()
-        self.colour_lengths = self.core.colour_lengths()
         self.lp_colours: np.ndarray | None = None
         """Full-graph colours of the last reduced LP built (the Rust side maps its edges)."""
         self.builds = 0
@@ -111,6 +109,23 @@ class TokenisationGraph:
     @property
     def num_colours(self) -> int:
         return self.core.num_colours
+
+    # NumPy copies of the core's arrays, made on first use: the dual solver never asks for them,
+    # and at the paper's scale they are gigabytes.
+    @functools.cached_property
+    def edge_colours(self) -> np.ndarray:
+        """The colour of every edge (uint32)."""
+        return self.core.edge_colours()
+
+    @functools.cached_property
+    def colour_frequencies(self) -> np.ndarray:
+        """The weighted frequency of every colour (uint64)."""
+        return self.core.colour_frequencies()
+
+    @functools.cached_property
+    def colour_lengths(self) -> np.ndarray:
+        """The length in bytes of every colour (uint32)."""
+        return self.core.colour_lengths()
 
     @property
     def num_edges(self) -> int:

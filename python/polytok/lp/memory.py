@@ -33,24 +33,34 @@ GRAPH_EDGE = 4
 GRAPH_PRE_TOKEN = 24
 """The graph's offsets, counts and first edge per pre-token (Rust)."""
 GRAPH_COLOUR = 20
-"""The graph's colour arrays (first occurrence, length, frequency), per slot of their capacity
-(the next power of two above the colours: they grow by doubling)."""
+"""The graph's colour arrays (first occurrence, length, frequency), per colour once built; while
+it is built, per slot of their capacity (the next power of two above the colours: they grow by
+doubling)."""
 HASH_SLOT = 25
 """The substring-to-colour hash map while the graph is built, per bucket (a power of two at
 load 7/8; at its last resize the old table, half the size, is still held): freed after."""
 PYTHON_EDGE = 4
-"""NumPy's copy of the edge colours."""
+"""NumPy's copy of the edge colours (made for the LP solvers only)."""
 PYTHON_COLOUR = 12
-"""NumPy's copies of the colour frequencies and lengths."""
-DUAL_EDGE = 17
-"""The dual solver per edge, for as long as it lives: marginals, prices and a tied bit."""
+"""NumPy's copies of the colour frequencies and lengths (the LP solvers only)."""
+DUAL_EDGE = 9
+"""The dual solver per edge, for as long as it lives: marginals and prices in f32, and a tied
+bit."""
 DUAL_VARIABLE = 24
 """The dual solver per edge with a price of its own (a variable), for as long as it lives: its
 index, colour, point and best point."""
-DUAL_STAGE = 112
-"""An L-BFGS stage per variable: six vectors and six curvature pairs in f32, and slack."""
-DUAL_COLOUR = 44
-"""The dual solver per colour: totals, values, temperatures, and the lists built at its start."""
+DUAL_STAGE = 82
+"""An L-BFGS stage per variable, beyond DUAL_VARIABLE less the point it replaces: three vectors
+in f64 and three in f32, five curvature pairs in f32, and the state of its colour (totals,
+values and temperature of a colour of at least two variables: 28 bytes, at most 14 a
+variable)."""
+DUAL_START_COLOUR = 30
+"""Per colour while the dual solver starts: which colours are priced on their own (the
+frequencies, savings and flags in NumPy, then the edge counts and shared indices in Rust)."""
+DUAL_END_EDGE = 12
+"""Per edge as the dual solver ends: the best prices in f32, then widened to f64."""
+DUAL_END_COLOUR = 16
+"""Per colour as the dual solver ends: its colour values, and NumPy's clipped copy."""
 CERTIFY_EDGE = 32
 """Certification per edge: prices, the best prices, the next step's prices (the core computes
 the subgradient edge by edge) and two sets of path marks."""
@@ -137,12 +147,17 @@ def estimate(counts: PreTokenCounts, solver: str, max_token_bytes: int | None = 
     capacity = _next_power_of_two(colours)
     graph = len(counts.data) + GRAPH_PRE_TOKEN * pre_tokens + GRAPH_EDGE * edges + GRAPH_COLOUR * capacity
     build = graph + HASH_SLOT * _hash_buckets(colours) * 3 // 2
-    held = graph + PYTHON_EDGE * edges + PYTHON_COLOUR * colours
+    built = graph - GRAPH_COLOUR * (capacity - colours)
     working = CERTIFY_EDGE * edges + CERTIFY_COLOUR * colours
     if solver == "dual":
-        # Each budget's ascent is freed before its prices are certified.
-        ascent = DUAL_EDGE * edges + DUAL_VARIABLE * free + DUAL_COLOUR * colours
-        working = max(working, ascent + DUAL_STAGE * free)
+        # No NumPy copies of the graph's arrays. Each budget's ascent is freed before its
+        # prices are certified; it peaks at its start, in a stage, or at its end.
+        held = built
+        ascent = DUAL_EDGE * edges + DUAL_VARIABLE * free
+        working = max(working, DUAL_START_COLOUR * colours + ascent,
+                      ascent + max(DUAL_STAGE * free, DUAL_END_EDGE * edges + DUAL_END_COLOUR * colours))
+    else:
+        held = built + PYTHON_EDGE * edges + PYTHON_COLOUR * colours
     peak = max(CENSUS_EDGE * edges + CENSUS_COLOUR * colours if census else 0, build, held + working)
     total = BASE + SLACK * (peak + PRE_TOKEN * pre_tokens)
     return MemoryEstimate(int(total), edges, colours, single, pre_tokens, max_token_bytes, census)
