@@ -8,7 +8,8 @@ its own: the resident memory it reached above what it held once the counts and t
 were loaded. `--separate` also certifies each budget in its own run, for the ratio of one
 warm-started run against separate ones.
 
-Data: with --corpus, that file or directory counted whole; otherwise the files of --data (default ../shared/data: handbooks in five languages and the KJV
+Data: with --corpus, that file or directory counted whole (with --head N, only a file's first N
+bytes, to the end of that document); otherwise the files of --data (default ../shared/data: handbooks in five languages and the KJV
 Bible, about 10 MB) by paragraph and the Python standard library's modules (--code, 5 MB), read
 round-robin until each slice size; or the corpus `../shared/corpora/build_large.py` writes
 (--data DIR --code ''). Pre-tokenised with cl100k; BPE is polytok's own,
@@ -95,6 +96,24 @@ def certify_worker(spec: dict) -> dict:
             "edges": estimate.edges, "colour_bound": estimate.colours, "unique_pre_tokens": len(counts)}
 
 
+def head_of(corpus: str, size: int, scratch: str) -> str:
+    """The first `size` bytes of the file `corpus` and the rest of the document they end in (up
+    to its form-feed separator line, as build_large.py and bench_scale.py --shuffled write them),
+    copied into `scratch`: a slice of a shuffled copy has the whole corpus' mix."""
+    with open(corpus, "rb") as handle:
+        data = handle.read(size)
+        rest = b""
+        while not (data + rest).endswith(b"\n\f\n"):
+            line = handle.readline()
+            if not line:
+                break
+            rest += line
+    path = os.path.join(scratch, "head.txt")
+    with open(path, "wb") as handle:
+        handle.write(data + rest)
+    return path
+
+
 def run_worker(spec: dict) -> dict:
     """`certify_worker(spec)` in a fresh process."""
     # Its progress bars and errors go to this process's stderr as they come.
@@ -119,9 +138,15 @@ def certify_main(args: argparse.Namespace) -> list[dict]:
             if args.corpus is None:
                 documents = slice_documents(args.data, args.code, size)
                 counts = polytok.count(polytok.texts(documents), pattern="cl100k", progress=False)
+            elif args.head is not None:
+                path = head_of(args.corpus, args.head, scratch)
+                counts = polytok.count(path, pattern="cl100k", progress=False)
+                size = os.path.getsize(path)
             else:
                 counts = polytok.count(args.corpus, pattern="cl100k", progress=False)
-                size = sum(path.stat().st_size for path in Path(args.corpus).rglob("*") if path.is_file())
+                corpus = Path(args.corpus)
+                files = [corpus] if corpus.is_file() else [path for path in corpus.rglob("*") if path.is_file()]
+                size = sum(path.stat().st_size for path in files)
             tokenizer = polytok.train(counts, vocab_size=256 + max(budgets), progress=False)
             spec = {"counts": f"{scratch}/counts.ptc", "tokenizer": f"{scratch}/bpe.json", "budgets": budgets,
                     "separate": False, "max_token_bytes": args.max_token_bytes,
@@ -156,6 +181,8 @@ def main() -> None:
     parser.add_argument("--code", default=PYTHON_STDLIB, help="glob of source files, a file a document ('' for none)")
     parser.add_argument("--corpus", default=None,
                         help="count this file or directory whole (e.g. the corpus of build_large.py) instead of slices")
+    parser.add_argument("--head", type=float, default=None,
+                        help="with --corpus FILE: only its first HEAD bytes, to the end of that document")
     parser.add_argument("--separate", action="store_true", help="also certify each budget in its own run")
     parser.add_argument("--max-token-bytes", type=int, default=None,
                         help="solve over tokens of at most this many bytes (the bound still covers every vocabulary)")
@@ -168,6 +195,10 @@ def main() -> None:
         return
     if not args.certify:
         parser.error("choose a benchmark: --certify")
+    if args.head is not None and (args.corpus is None or not os.path.isfile(args.corpus)):
+        parser.error("--head needs --corpus to name one file (e.g. bench_scale.py --shuffled's copy)")
+    if args.head is not None:
+        args.head = int(args.head)
     results = certify_main(args)
     if args.json:
         with open(args.json + ".tmp", "w") as handle:
