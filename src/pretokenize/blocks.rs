@@ -2,9 +2,10 @@
 //! into bit masks (one bit per byte), from which every piece boundary is computed at once
 //! instead of piece by piece.
 //!
-//! It only decides stretches of *plain* text: ASCII letters, digits, punctuation and single
-//! spaces. A newline, a run of two spaces, an apostrophe (which could start a contraction), a
-//! control character or a non-ASCII byte ends the stretch, and the matcher's other paths take
+//! It only decides stretches of *plain* text: ASCII letters, digits, punctuation, single
+//! spaces and runs of line breaks (`\r`, `\n`). A run of two spaces, a line break after a space,
+//! an apostrophe (which could start a contraction), another control character, a non-ASCII byte
+//! or, for o200k, a `/` after a line break ends the stretch, and the matcher's other paths take
 //! over there. In plain text the patterns reduce to a few rules on neighbouring bytes, each
 //! looking only backwards (see `boundaries`), so a boundary found inside the stretch is final;
 //! the piece that runs into the stretch's end is left to the caller, which continues from its
@@ -16,8 +17,11 @@ struct Masks {
     lower: u64,
     digit: u64,
     space: u64,
-    /// Bytes that end plain text: controls (newlines included), DEL, the apostrophe and
-    /// non-ASCII bytes.
+    /// `\r` and `\n`.
+    newline: u64,
+    slash: u64,
+    /// Bytes that end plain text: controls but line breaks, DEL, the apostrophe and non-ASCII
+    /// bytes.
     stop: u64,
 }
 
@@ -37,7 +41,7 @@ fn classify(bytes: &[u8; 64]) -> Masks {
 /// `classify` one byte at a time: the definition the vector version must match.
 #[cfg_attr(target_arch = "x86_64", allow(dead_code))]
 fn classify_bytes(bytes: &[u8; 64]) -> Masks {
-    let mut masks = Masks { upper: 0, lower: 0, digit: 0, space: 0, stop: 0 };
+    let mut masks = Masks { upper: 0, lower: 0, digit: 0, space: 0, newline: 0, slash: 0, stop: 0 };
     for (index, &byte) in bytes.iter().enumerate() {
         let bit = 1u64 << index;
         match byte {
@@ -45,6 +49,8 @@ fn classify_bytes(bytes: &[u8; 64]) -> Masks {
             b'a'..=b'z' => masks.lower |= bit,
             b'0'..=b'9' => masks.digit |= bit,
             b' ' => masks.space |= bit,
+            b'\r' | b'\n' => masks.newline |= bit,
+            b'/' => masks.slash |= bit,
             0..=0x1F | b'\'' | 0x7F..=0xFF => masks.stop |= bit,
             _ => {}
         }
@@ -56,7 +62,7 @@ fn classify_bytes(bytes: &[u8; 64]) -> Masks {
 #[inline(always)]
 fn classify_sse2(bytes: &[u8; 64]) -> Masks {
     use std::arch::x86_64::*;
-    let mut masks = Masks { upper: 0, lower: 0, digit: 0, space: 0, stop: 0 };
+    let mut masks = Masks { upper: 0, lower: 0, digit: 0, space: 0, newline: 0, slash: 0, stop: 0 };
     // SAFETY: SSE2 is part of x86-64; the loads read bytes[16k..16k + 16], inside the array.
     unsafe {
         let splat = |byte: u8| _mm_set1_epi8(byte as i8);
@@ -68,14 +74,17 @@ fn classify_sse2(bytes: &[u8; 64]) -> Masks {
             let v = _mm_loadu_si128(bytes.as_ptr().add(16 * k).cast());
             let bits = |m: __m128i| (_mm_movemask_epi8(m) as u32 as u64) << (16 * k);
             let space = _mm_cmpeq_epi8(v, splat(b' '));
+            let newline = _mm_or_si128(_mm_cmpeq_epi8(v, splat(b'\r')), _mm_cmpeq_epi8(v, splat(b'\n')));
             let stop = _mm_or_si128(
-                _mm_andnot_si128(space, _mm_cmplt_epi8(v, splat(0x21))),
+                _mm_andnot_si128(_mm_or_si128(space, newline), _mm_cmplt_epi8(v, splat(0x21))),
                 _mm_or_si128(_mm_cmpeq_epi8(v, splat(0x7F)), _mm_cmpeq_epi8(v, splat(b'\''))),
             );
             masks.upper |= bits(between(v, b'A', b'Z'));
             masks.lower |= bits(between(v, b'a', b'z'));
             masks.digit |= bits(between(v, b'0', b'9'));
             masks.space |= bits(space);
+            masks.newline |= bits(newline);
+            masks.slash |= bits(_mm_cmpeq_epi8(v, splat(b'/')));
             masks.stop |= bits(stop);
         }
     }
@@ -84,16 +93,27 @@ fn classify_sse2(bytes: &[u8; 64]) -> Masks {
 
 /// The piece starts in the plain text at the start of `bytes` (itself a piece start): bit i is
 /// set where a piece starts at byte i of the plain stretch (none past it). `case_split`
-/// (o200k) also starts a piece at an upper-case letter after a lower-case one.
+/// (o200k) also starts a piece at an upper-case letter after a lower-case one, and takes
+/// o200k's `[\r\n/]*` after punctuation into account.
 #[inline(always)]
 pub fn boundaries(bytes: &[u8; 64], case_split: bool) -> u64 {
-    let Masks { upper, lower, digit, space, stop } = classify(bytes);
+    let Masks { upper, lower, digit, space, newline, slash, stop } = classify(bytes);
     let letter = upper | lower;
-    let other = !(letter | digit | space | stop);
-    // Plain text ends at the first stop byte or the second of two spaces.
-    let length = (stop | (space & space << 1)).trailing_zeros();
-    // Every single space starts a piece: before it stands a letter, digit or punctuation (or
-    // the start), none of which a piece continues with a space.
+    let other = !(letter | digit | space | newline | stop);
+    // Plain text ends at the first stop byte, the second of two spaces or a line break after a
+    // space (where the whitespace alternatives take more than single spaces), and for o200k at
+    // a slash after a line break (which its punctuation alternative may take with the breaks).
+    let mut end = stop | space & space << 1 | newline & space << 1;
+    if case_split {
+        end |= slash & newline << 1;
+    }
+    // A space after a line break starts a piece only where something other than whitespace
+    // follows it inside the block (cl100k's `\s++$` takes a run of whitespace that ends the
+    // text whole).
+    end |= space & newline << 1 & !((letter | digit | other) >> 1);
+    let length = end.trailing_zeros();
+    // Every single space starts a piece: before it stands a letter, digit, punctuation or line
+    // break (or the start), none of which a piece continues with a space.
     let mut starts = 1 | space;
     // A run of letters starts a piece, unless a space or a lone punctuation character that
     // starts a piece (after a letter or digit, or at the start) comes right before it: the
@@ -107,6 +127,11 @@ pub fn boundaries(bytes: &[u8; 64], case_split: bool) -> u64 {
     }
     // A run of punctuation starts a piece unless a space comes before it (` ?[^\s\p{L}\p{N}]+`).
     starts |= other & !(other << 1) & !(space << 1);
+    // A run of line breaks is one piece (`\s*[\r\n]`, which backs off to the run's last break
+    // when something other than whitespace follows), but after punctuation, whose alternative
+    // ends with `[\r\n]*`, it continues that piece; whatever follows the run starts a piece.
+    starts |= newline & !(newline << 1) & !(other << 1);
+    starts |= !newline & newline << 1;
     // Digits: `\p{N}{1,3}`, groups of three from the start of each run.
     let digit_runs = digit & !(digit << 1);
     starts |= digit_runs;
@@ -139,6 +164,8 @@ mod tests {
             assert_eq!(vector.lower, plain.lower);
             assert_eq!(vector.digit, plain.digit);
             assert_eq!(vector.space, plain.space);
+            assert_eq!(vector.newline, plain.newline);
+            assert_eq!(vector.slash, plain.slash);
             assert_eq!(vector.stop, plain.stop, "{bytes:?}");
         }
     }
