@@ -3,15 +3,17 @@
 //! instead of piece by piece.
 //!
 //! It only decides stretches of *plain* text: ASCII letters, digits, punctuation, single
-//! spaces and runs of line breaks (`\r`, `\n`). A run of two spaces, a line break after a space,
-//! an apostrophe (which could start a contraction), another control character, a non-ASCII byte
-//! or, for o200k, a `/` after a line break ends the stretch, and the matcher's other paths take
+//! spaces, runs of line breaks (`\r`, `\n`) and the letters of Latin-1 (U+00C0..U+00FF but × and
+//! ÷). A run of two spaces, a line break after a space, an apostrophe (which could start a
+//! contraction), another control character, any other non-ASCII byte or, for o200k, a `/` after
+//! a line break ends the stretch, and the matcher's other paths take
 //! over there. In plain text the patterns reduce to a few rules on neighbouring bytes, each
 //! looking only backwards (see `boundaries`), so a boundary found inside the stretch is final;
 //! the piece that runs into the stretch's end is left to the caller, which continues from its
 //! start.
 
 /// Bit masks of the classes of 64 bytes (bit i: byte i).
+#[derive(Default)]
 struct Masks {
     upper: u64,
     lower: u64,
@@ -20,8 +22,13 @@ struct Masks {
     /// `\r` and `\n`.
     newline: u64,
     slash: u64,
+    /// The lead byte 0xC3 of U+00C0..U+00FF, and the second bytes of its upper-case (U+00C0..
+    /// U+00DE but ×) and lower-case (U+00DF..U+00FF but ÷) letters.
+    latin: u64,
+    latin_upper: u64,
+    latin_lower: u64,
     /// Bytes that end plain text: controls but line breaks, DEL, the apostrophe and non-ASCII
-    /// bytes.
+    /// bytes (but those of Latin-1 letters, see `boundaries`).
     stop: u64,
 }
 
@@ -41,7 +48,7 @@ fn classify(bytes: &[u8; 64]) -> Masks {
 /// `classify` one byte at a time: the definition the vector version must match.
 #[cfg_attr(target_arch = "x86_64", allow(dead_code))]
 fn classify_bytes(bytes: &[u8; 64]) -> Masks {
-    let mut masks = Masks { upper: 0, lower: 0, digit: 0, space: 0, newline: 0, slash: 0, stop: 0 };
+    let mut masks = Masks::default();
     for (index, &byte) in bytes.iter().enumerate() {
         let bit = 1u64 << index;
         match byte {
@@ -54,6 +61,12 @@ fn classify_bytes(bytes: &[u8; 64]) -> Masks {
             0..=0x1F | b'\'' | 0x7F..=0xFF => masks.stop |= bit,
             _ => {}
         }
+        match byte {
+            0xC3 => masks.latin |= bit,
+            0x80..=0x9E if byte != 0x97 => masks.latin_upper |= bit,
+            0x9F..=0xBF if byte != 0xB7 => masks.latin_lower |= bit,
+            _ => {}
+        }
     }
     masks
 }
@@ -62,7 +75,7 @@ fn classify_bytes(bytes: &[u8; 64]) -> Masks {
 #[inline(always)]
 fn classify_sse2(bytes: &[u8; 64]) -> Masks {
     use std::arch::x86_64::*;
-    let mut masks = Masks { upper: 0, lower: 0, digit: 0, space: 0, newline: 0, slash: 0, stop: 0 };
+    let mut masks = Masks::default();
     // SAFETY: SSE2 is part of x86-64; the loads read bytes[16k..16k + 16], inside the array.
     unsafe {
         let splat = |byte: u8| _mm_set1_epi8(byte as i8);
@@ -85,6 +98,13 @@ fn classify_sse2(bytes: &[u8; 64]) -> Masks {
             masks.space |= bits(space);
             masks.newline |= bits(newline);
             masks.slash |= bits(_mm_cmpeq_epi8(v, splat(b'/')));
+            // Second bytes as signed numbers: 0x80..=0x9E are below 0x9F, 0x9F..=0xBF above 0x9E
+            // and below 0xC0.
+            masks.latin |= bits(_mm_cmpeq_epi8(v, splat(0xC3)));
+            let upper_second = _mm_cmplt_epi8(v, splat(0x9F));
+            masks.latin_upper |= bits(_mm_andnot_si128(_mm_cmpeq_epi8(v, splat(0x97)), upper_second));
+            let lower_second = _mm_and_si128(_mm_cmpgt_epi8(v, splat(0x9E)), _mm_cmplt_epi8(v, splat(0xC0)));
+            masks.latin_lower |= bits(_mm_andnot_si128(_mm_cmpeq_epi8(v, splat(0xB7)), lower_second));
             masks.stop |= bits(stop);
         }
     }
@@ -97,7 +117,16 @@ fn classify_sse2(bytes: &[u8; 64]) -> Masks {
 /// o200k's `[\r\n/]*` after punctuation into account.
 #[inline(always)]
 pub fn boundaries(bytes: &[u8; 64], case_split: bool) -> u64 {
-    let Masks { upper, lower, digit, space, newline, slash, stop } = classify(bytes);
+    let Masks { mut upper, mut lower, digit, space, newline, slash, latin, latin_upper, latin_lower, mut stop } =
+        classify(bytes);
+    // A Latin-1 letter (0xC3 and its second byte, inside the block) is a letter of its case on
+    // both bytes: no rule starts a piece between two letter bytes of one case.
+    let latin_upper = latin & latin_upper >> 1;
+    let latin_lower = latin & latin_lower >> 1;
+    let latin_letters = latin_upper | latin_upper << 1 | latin_lower | latin_lower << 1;
+    upper |= latin_upper | latin_upper << 1;
+    lower |= latin_lower | latin_lower << 1;
+    stop &= !latin_letters;
     let letter = upper | lower;
     let other = !(letter | digit | space | newline | stop);
     // Plain text ends at the first stop byte, the second of two spaces or a line break after a
@@ -166,6 +195,9 @@ mod tests {
             assert_eq!(vector.space, plain.space);
             assert_eq!(vector.newline, plain.newline);
             assert_eq!(vector.slash, plain.slash);
+            assert_eq!(vector.latin, plain.latin);
+            assert_eq!(vector.latin_upper, plain.latin_upper);
+            assert_eq!(vector.latin_lower, plain.latin_lower);
             assert_eq!(vector.stop, plain.stop, "{bytes:?}");
         }
     }
