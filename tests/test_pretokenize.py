@@ -122,6 +122,35 @@ def test_preset_equals_regex_findall_on_mostly_ascii_text(pretokenizers: dict, n
     assert pretokenizers[name].split(text) == findall_bytes(COMPILED[name], text)
 
 
+# Plain text: ASCII and Latin-1 letters, digits, punctuation, single spaces and line breaks,
+# which cl100k and o200k cut 64 bytes at a time from bit masks, in stretches of over 64 bytes;
+# the rarer parts (double spaces, a space before a line break, apostrophes, tabs, ×, ÷, other
+# non-ASCII letters, marks and spaces) end a stretch anywhere in the block. Punctuation before a
+# word (alone, after a space, in runs), case changes and digit runs across the groups of three
+# are where the mask rules meet.
+plain_text = st.lists(
+    st.one_of(
+        st.text(alphabet=string.ascii_letters, min_size=1, max_size=12),
+        st.builds(str.__add__, st.text(alphabet=string.ascii_uppercase, max_size=4),
+                  st.text(alphabet=string.ascii_lowercase, min_size=1, max_size=6)),
+        st.text(alphabet=string.digits, min_size=1, max_size=8),
+        st.text(alphabet=string.punctuation.replace("'", ""), min_size=1, max_size=3),
+        st.sampled_from([" ", " ", " ", " a", " (", "(", " 1", ". ", "/", "\x7f"]),
+        st.sampled_from(["\n", "  ", "'s", "'", "\t", "é", "\u0301", "\xa0", "\r\n", "中", ".\n\n"]),
+        st.text(alphabet="ÀÉÖ×ÞßàéöøÿüÜ÷ªµ", min_size=1, max_size=3),
+    ),
+    min_size=20,
+    max_size=90,
+).map("".join)
+
+
+@pytest.mark.parametrize("name", PRESET_NAMES)
+@settings(max_examples=1000, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(text=plain_text)
+def test_preset_equals_regex_findall_on_long_plain_text(pretokenizers: dict, name: str, text: str) -> None:
+    assert pretokenizers[name].split(text) == findall_bytes(COMPILED[name], text)
+
+
 @pytest.mark.parametrize("name", PRESET_NAMES)
 @settings(max_examples=500, deadline=None)
 @given(parts=st.lists(st.one_of(ascii_heavy, tricky_text, fragments).map(str.encode) | st.binary(max_size=3), max_size=8))

@@ -5,6 +5,7 @@
 //! The four preset patterns (recognised by their exact text) use hand-written linear-time
 //! matchers; any other pattern goes through fancy-regex (lookaround, possessive quantifiers,
 //! atomic groups, `\p{..}`).
+mod blocks;
 mod classes;
 mod presets;
 mod unicode_tables;

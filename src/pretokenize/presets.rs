@@ -10,6 +10,9 @@
 //! kind, and a piece made of ASCII bytes is cut from the kinds alone. Whenever the answer could
 //! depend on a non-ASCII character (a run reaches one), the fast path gives up and the full
 //! matcher decides from the same start, so both paths give the same pieces by construction.
+//! Before either, cl100k and o200k cut plain ASCII text 64 bytes at a time from bit masks
+//! (`blocks.rs`), up to the first byte that plain text cannot hold.
+use super::blocks;
 use super::classes::{
     decode, CharClasses, DIGIT_BYTE, HIGH_BYTE, LETTER, LOWER, LOWER_BYTE, NEWLINE_BYTE, NUMBER,
     OTHER_BYTE, SPACE, SPACE_BYTE, UPPER_BYTE, UPPER_OR_TITLE,
@@ -76,12 +79,12 @@ impl Preset {
         let scanner = Scanner { text, classes: CharClasses::get() };
         match self {
             Preset::Gpt2 => scanner.for_each(f, Scanner::gpt2),
-            Preset::Cl100k => scanner.for_each(f, |scanner, start| {
+            Preset::Cl100k => scanner.for_each_with_blocks(f, false, |scanner, start| {
                 scanner
                     .gpt4_style_ascii(start, 3, SpaceRule::EndThenLineBreak)
                     .unwrap_or_else(|| scanner.cl100k(start))
             }),
-            Preset::O200k => scanner.for_each(f, |scanner, start| {
+            Preset::O200k => scanner.for_each_with_blocks(f, true, |scanner, start| {
                 scanner.o200k_ascii(start).unwrap_or_else(|| scanner.o200k(start))
             }),
             Preset::Nanochat => scanner.for_each(f, |scanner, start| {
@@ -134,6 +137,55 @@ impl<'a> Scanner<'a> {
             f(&self.text[start..end]);
             start = end;
         }
+    }
+
+    /// `for_each` for cl100k (`case_split` false) and o200k (true), whose plain text goes
+    /// through the block path (`blocks.rs`) and the rest piece by piece through `next_end`.
+    /// Where the block path finds nothing, it is tried again only after 1, 2, 4 ... (at most
+    /// 16) pieces, so text with little plain ASCII loses little time to it.
+    fn for_each_with_blocks(
+        &self,
+        f: &mut impl FnMut(&'a [u8]),
+        case_split: bool,
+        next_end: impl Fn(&Self, usize) -> usize,
+    ) {
+        let (mut start, mut single, mut backoff) = (0, 0u32, 1u32);
+        while start < self.text.len() {
+            if single == 0 {
+                let next = self.plain_pieces(start, case_split, f);
+                if next > start {
+                    start = next;
+                    backoff = 1;
+                    continue;
+                }
+                single = backoff;
+                backoff = (2 * backoff).min(16);
+            }
+            let end = next_end(self, start);
+            f(&self.text[start..end]);
+            start = end;
+            single -= 1;
+        }
+    }
+
+    /// Passes to `f` the pieces that the block path finds in the 64 bytes from `start` (a piece
+    /// start), but the last one, which may run on past them; returns where that one starts
+    /// (`start` if there were fewer than 64 bytes or no complete piece).
+    #[inline(always)]
+    fn plain_pieces(&self, start: usize, case_split: bool, f: &mut impl FnMut(&'a [u8])) -> usize {
+        let Some(window) = self.text.get(start..start + 64) else {
+            return start;
+        };
+        let starts = blocks::boundaries(window.try_into().unwrap(), case_split);
+        let mut from = start;
+        let mut rest = starts & !1;
+        while rest != 0 {
+            let at = start + rest.trailing_zeros() as usize;
+            f(&self.text[from..at]);
+            from = at;
+            rest &= rest - 1;
+        }
+        from
     }
 
     /// Flags and byte length of the character at `at` (`at` < len).

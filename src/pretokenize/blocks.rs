@@ -1,0 +1,204 @@
+//! The block path of the cl100k and o200k matchers: 64 bytes of text at a time, classified
+//! into bit masks (one bit per byte), from which every piece boundary is computed at once
+//! instead of piece by piece.
+//!
+//! It only decides stretches of *plain* text: ASCII letters, digits, punctuation, single
+//! spaces, runs of line breaks (`\r`, `\n`) and the letters of Latin-1 (U+00C0..U+00FF but × and
+//! ÷). A run of two spaces, a line break after a space, an apostrophe (which could start a
+//! contraction), another control character, any other non-ASCII byte or, for o200k, a `/` after
+//! a line break ends the stretch, and the matcher's other paths take
+//! over there. In plain text the patterns reduce to a few rules on neighbouring bytes, each
+//! looking only backwards (see `boundaries`), so a boundary found inside the stretch is final;
+//! the piece that runs into the stretch's end is left to the caller, which continues from its
+//! start.
+
+/// Bit masks of the classes of 64 bytes (bit i: byte i).
+#[derive(Default)]
+struct Masks {
+    upper: u64,
+    lower: u64,
+    digit: u64,
+    space: u64,
+    /// `\r` and `\n`.
+    newline: u64,
+    slash: u64,
+    /// The lead byte 0xC3 of U+00C0..U+00FF, and the second bytes of its upper-case (U+00C0..
+    /// U+00DE but ×) and lower-case (U+00DF..U+00FF but ÷) letters.
+    latin: u64,
+    latin_upper: u64,
+    latin_lower: u64,
+    /// Bytes that end plain text: controls but line breaks, DEL, the apostrophe and non-ASCII
+    /// bytes (but those of Latin-1 letters, see `boundaries`).
+    stop: u64,
+}
+
+/// The masks of `bytes[..64]`.
+#[inline(always)]
+fn classify(bytes: &[u8; 64]) -> Masks {
+    #[cfg(target_arch = "x86_64")]
+    {
+        classify_sse2(bytes)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        classify_bytes(bytes)
+    }
+}
+
+/// `classify` one byte at a time: the definition the vector version must match.
+#[cfg_attr(target_arch = "x86_64", allow(dead_code))]
+fn classify_bytes(bytes: &[u8; 64]) -> Masks {
+    let mut masks = Masks::default();
+    for (index, &byte) in bytes.iter().enumerate() {
+        let bit = 1u64 << index;
+        match byte {
+            b'A'..=b'Z' => masks.upper |= bit,
+            b'a'..=b'z' => masks.lower |= bit,
+            b'0'..=b'9' => masks.digit |= bit,
+            b' ' => masks.space |= bit,
+            b'\r' | b'\n' => masks.newline |= bit,
+            b'/' => masks.slash |= bit,
+            0..=0x1F | b'\'' | 0x7F..=0xFF => masks.stop |= bit,
+            _ => {}
+        }
+        match byte {
+            0xC3 => masks.latin |= bit,
+            0x80..=0x9E if byte != 0x97 => masks.latin_upper |= bit,
+            0x9F..=0xBF if byte != 0xB7 => masks.latin_lower |= bit,
+            _ => {}
+        }
+    }
+    masks
+}
+
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn classify_sse2(bytes: &[u8; 64]) -> Masks {
+    use std::arch::x86_64::*;
+    let mut masks = Masks::default();
+    // SAFETY: SSE2 is part of x86-64; the loads read bytes[16k..16k + 16], inside the array.
+    unsafe {
+        let splat = |byte: u8| _mm_set1_epi8(byte as i8);
+        // Signed compares: bytes from 0x80 up are negative, so below every ASCII bound.
+        let between = |v: __m128i, low: u8, high: u8| {
+            _mm_and_si128(_mm_cmpgt_epi8(v, splat(low - 1)), _mm_cmplt_epi8(v, splat(high + 1)))
+        };
+        for k in 0..4 {
+            let v = _mm_loadu_si128(bytes.as_ptr().add(16 * k).cast());
+            let bits = |m: __m128i| (_mm_movemask_epi8(m) as u32 as u64) << (16 * k);
+            let space = _mm_cmpeq_epi8(v, splat(b' '));
+            let newline = _mm_or_si128(_mm_cmpeq_epi8(v, splat(b'\r')), _mm_cmpeq_epi8(v, splat(b'\n')));
+            let stop = _mm_or_si128(
+                _mm_andnot_si128(_mm_or_si128(space, newline), _mm_cmplt_epi8(v, splat(0x21))),
+                _mm_or_si128(_mm_cmpeq_epi8(v, splat(0x7F)), _mm_cmpeq_epi8(v, splat(b'\''))),
+            );
+            masks.upper |= bits(between(v, b'A', b'Z'));
+            masks.lower |= bits(between(v, b'a', b'z'));
+            masks.digit |= bits(between(v, b'0', b'9'));
+            masks.space |= bits(space);
+            masks.newline |= bits(newline);
+            masks.slash |= bits(_mm_cmpeq_epi8(v, splat(b'/')));
+            // Second bytes as signed numbers: 0x80..=0x9E are below 0x9F, 0x9F..=0xBF above 0x9E
+            // and below 0xC0.
+            masks.latin |= bits(_mm_cmpeq_epi8(v, splat(0xC3)));
+            let upper_second = _mm_cmplt_epi8(v, splat(0x9F));
+            masks.latin_upper |= bits(_mm_andnot_si128(_mm_cmpeq_epi8(v, splat(0x97)), upper_second));
+            let lower_second = _mm_and_si128(_mm_cmpgt_epi8(v, splat(0x9E)), _mm_cmplt_epi8(v, splat(0xC0)));
+            masks.latin_lower |= bits(_mm_andnot_si128(_mm_cmpeq_epi8(v, splat(0xB7)), lower_second));
+            masks.stop |= bits(stop);
+        }
+    }
+    masks
+}
+
+/// The piece starts in the plain text at the start of `bytes` (itself a piece start): bit i is
+/// set where a piece starts at byte i of the plain stretch (none past it). `case_split`
+/// (o200k) also starts a piece at an upper-case letter after a lower-case one, and takes
+/// o200k's `[\r\n/]*` after punctuation into account.
+#[inline(always)]
+pub fn boundaries(bytes: &[u8; 64], case_split: bool) -> u64 {
+    let Masks { mut upper, mut lower, digit, space, newline, slash, latin, latin_upper, latin_lower, mut stop } =
+        classify(bytes);
+    // A Latin-1 letter (0xC3 and its second byte, inside the block) is a letter of its case on
+    // both bytes: no rule starts a piece between two letter bytes of one case.
+    let latin_upper = latin & latin_upper >> 1;
+    let latin_lower = latin & latin_lower >> 1;
+    let latin_letters = latin_upper | latin_upper << 1 | latin_lower | latin_lower << 1;
+    upper |= latin_upper | latin_upper << 1;
+    lower |= latin_lower | latin_lower << 1;
+    stop &= !latin_letters;
+    let letter = upper | lower;
+    let other = !(letter | digit | space | newline | stop);
+    // Plain text ends at the first stop byte, the second of two spaces or a line break after a
+    // space (where the whitespace alternatives take more than single spaces), and for o200k at
+    // a slash after a line break (which its punctuation alternative may take with the breaks).
+    let mut end = stop | space & space << 1 | newline & space << 1;
+    if case_split {
+        end |= slash & newline << 1;
+    }
+    // A space after a line break starts a piece only where something other than whitespace
+    // follows it inside the block (cl100k's `\s++$` takes a run of whitespace that ends the
+    // text whole).
+    end |= space & newline << 1 & !((letter | digit | other) >> 1);
+    let length = end.trailing_zeros();
+    // Every single space starts a piece: before it stands a letter, digit, punctuation or line
+    // break (or the start), none of which a piece continues with a space.
+    let mut starts = 1 | space;
+    // A run of letters starts a piece, unless a space or a lone punctuation character that
+    // starts a piece (after a letter or digit, or at the start) comes right before it: the
+    // patterns' optional `[^\r\n\p{L}\p{N}]` in front of a word takes it.
+    let letter_runs = letter & !(letter << 1);
+    let lone_other = other << 1 & !(other << 2) & !(space << 2);
+    starts |= letter_runs & !(space << 1) & !lone_other;
+    if case_split {
+        // o200k's words are `[upper]*[lower]+` or `[upper]+[lower]*`.
+        starts |= upper & lower << 1;
+    }
+    // A run of punctuation starts a piece unless a space comes before it (` ?[^\s\p{L}\p{N}]+`).
+    starts |= other & !(other << 1) & !(space << 1);
+    // A run of line breaks is one piece (`\s*[\r\n]`, which backs off to the run's last break
+    // when something other than whitespace follows), but after punctuation, whose alternative
+    // ends with `[\r\n]*`, it continues that piece; whatever follows the run starts a piece.
+    starts |= newline & !(newline << 1) & !(other << 1);
+    starts |= !newline & newline << 1;
+    // Digits: `\p{N}{1,3}`, groups of three from the start of each run.
+    let digit_runs = digit & !(digit << 1);
+    starts |= digit_runs;
+    let three = digit & digit << 1 & digit << 2;
+    let mut group = digit_runs;
+    while group != 0 {
+        group = group << 3 & three;
+        starts |= group;
+    }
+    let inside = if length >= 64 { u64::MAX } else { (1u64 << length) - 1 };
+    starts & inside
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_vector_classes_equal_the_byte_classes() {
+        let mut state = 7u64;
+        for round in 0..2000 {
+            let mut bytes = [0u8; 64];
+            for byte in bytes.iter_mut() {
+                state = state.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
+                // Every byte value in the first rounds, then mostly ASCII.
+                *byte = if round < 1000 { (state >> 56) as u8 } else { (state >> 57) as u8 };
+            }
+            let (vector, plain) = (classify(&bytes), classify_bytes(&bytes));
+            assert_eq!(vector.upper, plain.upper);
+            assert_eq!(vector.lower, plain.lower);
+            assert_eq!(vector.digit, plain.digit);
+            assert_eq!(vector.space, plain.space);
+            assert_eq!(vector.newline, plain.newline);
+            assert_eq!(vector.slash, plain.slash);
+            assert_eq!(vector.latin, plain.latin);
+            assert_eq!(vector.latin_upper, plain.latin_upper);
+            assert_eq!(vector.latin_lower, plain.latin_lower);
+            assert_eq!(vector.stop, plain.stop, "{bytes:?}");
+        }
+    }
+}
