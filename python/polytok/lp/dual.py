@@ -32,11 +32,11 @@ from polytok.progress import progress_bar
 FIRST_TEMPERATURE = 1.0
 """Path temperature (tokens) of the first stage: smooth enough that the first L-BFGS steps
 move the prices far. Where K is small against the corpus' distinct pre-tokens (K = 256 at 5 MB,
-1024 at 40 MB: the ratio of K = 8192 at 1.2 GB), a start at 0.3 left the bound 1.7-2.6% below a
-long solve's, and starting colder was worse still."""
+1024 at 40 MB: the ratio of K = 8192 at 1.2 GB), a start at 0.3 leaves the bound 1.7-2.8% below a
+long solve's, and a colder start lower still."""
 COOLING = 2.0
 """Each stage's temperature is the previous one's divided by this: stages close enough that each
-starts near its optimum (cooling by thirds converged less in as many steps)."""
+starts near its optimum (cooling by thirds converges less in as many steps)."""
 COLOUR_TAU_RATIO = 1.0
 """Colour temperature per token of path temperature, in units of the estimated price of a token
 of budget (a quarter of the K-th largest weighted colour frequency; for a rarer colour, a
