@@ -24,6 +24,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import polytok  # noqa: E402
+from polytok.files import atomic_write  # noqa: E402
 from polytok.lp import dual  # noqa: E402
 from polytok.lp.bound import lagrangian  # noqa: E402
 from polytok.lp.graph import TokenisationGraph  # noqa: E402
@@ -71,9 +72,9 @@ def main() -> None:
             print(f"K={budget:<6} {mode:<8} bound {bound:,.0f}  {rows[-1]['wall']:.0f} s wall, "
                   f"{rows[-1]['cpu']:.0f} s CPU, {sum(rows[-1]['steps'])} steps{versus}", flush=True)
     if args.json is not None:
-        args.json.write_text(json.dumps({"corpus": args.corpus, "head": args.head, "bytes": size,
-                                         "unique_pre_tokens": len(counts), "edges": graph.num_edges, "rows": rows},
-                                        indent=1))
+        with atomic_write(args.json) as handle:  # never a half-written file
+            json.dump({"corpus": args.corpus, "head": args.head, "bytes": size, "unique_pre_tokens": len(counts),
+                       "edges": graph.num_edges, "rows": rows}, handle, indent=1)
 
 
 if __name__ == "__main__":
