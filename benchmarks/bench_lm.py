@@ -7,12 +7,12 @@ is held out for validation; the tokenisers (cl100k regex) and the language model
 rest. Every model gets the same hyperparameters and the same training bytes; its context is a
 window of bytes, the same text for every tokeniser.
 
+    python benchmarks/bench_lm.py --cache /tmp/lm-tokenizers --budget 6M --valid-bytes 0 --json lm.json
+        # the CPU table of docs/benchmarks.md: 6 MB of training a model, all 0.52 MB held out;
+        # 26-32 min per tokeniser (3 seeds) at 16k, 7-8 min at 4k, two at a time on 2 cores
     python benchmarks/bench_lm.py --cache /tmp/lm-tokenizers --json lm.json
-        # the CPU table of docs/benchmarks.md: 13 min of language models on 2 busy cores, after
-        # 6 min of tokeniser training (kept in --cache for the next run)
-    python benchmarks/bench_lm.py --cache /tmp/lm-tokenizers --budget 4M --valid-bytes 0
-        # ten times the training bytes: about 30 min per tokeniser (3 seeds) at 16k on 2 cores,
-        # extrapolated from the CPU table's throughput
+        # a quick run: 400 KB a model, 150 KB held out, 13 min of language models on 2 busy
+        # cores; the tokenisers train first (ConvexTok about 6 min) and stay in --cache
 
 The paper's d12 scale (depth 12, width 768, a context of about 8 KB, billions of training bytes)
 needs a GPU and far more text than ../shared/data's 5 MB; run `polytok lm-eval --device cuda`
