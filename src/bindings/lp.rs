@@ -359,11 +359,6 @@ impl PyDualAscent {
         Ok((end.iterations, end.stopped))
     }
 
-    /// Starts at lambda = `fraction` x the price scale, every free edge at its tied price.
-    fn start_tied(&mut self, graph: PyRef<'_, PyTokenGraph>, fraction: f64) -> PyResult<()> {
-        Ok(self.inner.start_tied(&graph.inner, fraction)?)
-    }
-
     /// Moves the ascent to budget K, keeping its prices and lambda as the next stage's start.
     fn set_budget(&mut self, graph: PyRef<'_, PyTokenGraph>, budget: usize) -> PyResult<()> {
         Ok(self.inner.set_budget(&graph.inner, budget)?)

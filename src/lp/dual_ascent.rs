@@ -572,35 +572,6 @@ impl DualAscent {
         })
     }
 
-    /// Moves the start to lambda = `fraction` x the price scale, with every free edge priced as
-    /// a tied one would be (lambda n_w / F_t, so each colour's total M_t is lambda): the prices
-    /// start at their scale instead of at 0. The best exact value is forgotten.
-    pub fn start_tied(&mut self, graph: &TokenGraph, fraction: f64) -> Result<(), DualError> {
-        if graph.edge_colour.len() != self.marginals.len() {
-            return Err(DualError::OtherGraph);
-        }
-        let lambda = fraction.max(0.0) * self.price_scale;
-        let n = self.free.len();
-        self.point[..n]
-            .par_chunks_mut(CHUNK)
-            .zip(self.free.par_chunks(CHUNK))
-            .for_each(|(prices, free)| {
-                let mut w = graph.edge_start.partition_point(|&s| s <= free[0] as usize) - 1;
-                for (price, &e) in prices.iter_mut().zip(free) {
-                    let e = e as usize;
-                    while graph.edge_start[w + 1] <= e {
-                        w += 1;
-                    }
-                    let t = graph.edge_colour[e] as usize;
-                    *price = lambda * graph.counts[w] as f64 / graph.colour_frequency[t] as f64;
-                }
-            });
-        self.point[n] = lambda;
-        self.best_value = f64::NEG_INFINITY;
-        self.best_point.copy_from_slice(&self.point);
-        Ok(())
-    }
-
     /// Moves the ascent to another budget, keeping its point (mu and lambda) as the start of
     /// the next stage: a warm start, since prices for one budget are near those for the next.
     /// The best exact value is forgotten (it was for the old budget); the best point becomes

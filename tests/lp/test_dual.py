@@ -15,8 +15,6 @@ from polytok.certify import Certificate
 from polytok.counts import PreTokenCounts
 from polytok.errors import ConfigError
 from polytok.lp.bound import lagrangian
-from polytok import _core
-from polytok.lp import dual
 from polytok.lp.dual import dual_ascent, temperatures
 from polytok.lp.graph import TokenisationGraph
 from polytok.lp.relax import relax
@@ -156,25 +154,6 @@ def test_a_budget_holding_every_pre_token_needs_no_ascent():
     assert solve(graph.linear_program(multi_byte), "highs").objective == pytest.approx(counts.counts.sum())
     # One token short of that, the ascent runs.
     assert dual_ascent(graph, multi_byte - 1, tolerance=1e-2)[2]
-
-
-def test_the_ascent_starts_with_every_colour_at_the_budget_price():
-    graph = TokenisationGraph(excerpt_counts(1500))
-    budget = 32
-    ascent = _core.DualAscent(graph.core, budget, dual.COLOUR_TAU_RATIO,
-                              dual.own_price_colours(graph, budget, dual.TIE_FRACTION))
-    assert ascent.budget_price == 0 and not ascent.prices(graph.core).any()
-    ascent.start_tied(graph.core, 0.5)
-    scale = dual.price_scale(graph, budget)
-    assert ascent.budget_price == pytest.approx(0.5 * scale, rel=1e-12)
-    # Every edge at lambda n_w / F_t: each colour's total M_t is lambda, free colours and tied alike.
-    totals = graph.core.colour_totals(ascent.prices(graph.core))
-    assert ascent.variables > 1
-    np.testing.assert_allclose(totals, 0.5 * scale, rtol=1e-6)  # the prices are f32
-    # The default ascent starts there (at START_PRICE) and its bound stays valid.
-    optimum = solve(graph.linear_program(budget), "highs").objective
-    solution, _, _ = dual_ascent(graph, budget)
-    assert optimum * 0.995 <= lagrangian(graph, solution.duals, budget).bound <= optimum + 1e-6
 
 
 def test_temperature_schedule():

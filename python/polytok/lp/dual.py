@@ -5,8 +5,8 @@ prices mu >= 0 and the budget price lambda, after smoothing its two non-smooth p
 pre-token's shortest path becomes a soft minimum over its paths (temperature tau, in tokens)
 and the top-K sum an entropic one (temperature tau x an estimate of lambda's scale, lowered for
 colours too rare for their price to reach lambda, see `src/lp/dual_ascent.rs`). The Rust
-core (`src/lp/dual_ascent.rs`) runs projected L-BFGS on that smooth concave function from a start with every colour at
-the estimated budget price (`START_PRICE`), one stage per temperature, from 1 down by halves to about 3 x `tolerance`, each stage run on while the
+core (`src/lp/dual_ascent.rs`) runs projected L-BFGS on that smooth concave function, one stage per
+temperature, from 1 down by halves to about 3 x `tolerance`, each stage run on while the
 bound still rises by more than `tolerance` of itself per 10 steps, and keeps the prices with the
 best *exact* L(mu). Those prices are what the certificate evaluates, so the bound is valid
 whatever the smoothing or an early stop does; only its tightness depends on them.
@@ -34,13 +34,6 @@ FIRST_TEMPERATURE = 1.0
 move the prices far. Where K is small against the corpus' distinct pre-tokens (K = 256 at 5 MB,
 1024 at 40 MB: the ratio of K = 8192 at 1.2 GB), a start at 0.3 leaves the bound 1.7-2.8% below a
 long solve's, and a colder start lower still."""
-START_PRICE = 1.0
-"""The ascent starts with the budget price lambda at this many times the price scale (see
-`price_scale`) and every edge at its tied price (lambda n_w / F_t, so every colour's total M_t
-is lambda), not at 0: prices near their scale from the first step, so the hot stages spend their
-steps converging rather than climbing. Where K is small against the distinct pre-tokens (40 MiB
-at K = 1024) this start ends 0.045% below a long solve, against 0.24% from 0, in fewer steps.
-0 starts at 0."""
 COOLING = 2.0
 """Each stage's temperature is the previous one's divided by this: stages close enough that each
 starts near its optimum (cooling by thirds converges less in as many steps)."""
@@ -194,8 +187,6 @@ def dual_ascent_budgets(
         else:
             ascent = None  # the previous budget's state goes before the next is allocated
             ascent = _core.DualAscent(graph.core, budget, COLOUR_TAU_RATIO, own_price_colours(graph, budget, tie_fraction))
-            if START_PRICE > 0:
-                ascent.start_tied(graph.core, START_PRICE)
         stages: list[dict] = []
         evaluations = ascent.evaluations
         with progress_bar(progress, total=len(schedule), desc=f"ConvexTok dual ascent (K={budget})",
