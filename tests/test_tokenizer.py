@@ -222,6 +222,25 @@ def test_batch_numpy_and_counts_agree_with_encode(tokenizer, text_excerpts):
         tokenizer.encode_batch(texts, num_threads=0)
 
 
+def test_batch_methods_refuse_one_text(tokenizer):
+    """One str or bytes given where a list of texts is expected would be read as a batch of
+    one-character texts; every batch method says so instead."""
+    calls = {
+        "encode_batch": tokenizer.encode_batch, "encode_batch_to_numpy": tokenizer.encode_batch_to_numpy,
+        "encode_ordinary_batch": tokenizer.encode_ordinary_batch, "count_tokens": tokenizer.count_tokens,
+        "token_histogram": tokenizer.token_histogram, "encode_batch_padded": tokenizer.encode_batch_padded,
+    }
+    for name, call in calls.items():
+        for one in ("hello world", b"hello world", bytearray(b"hi")):
+            with pytest.raises(EncodeError, match=rf"{name} takes a list of texts, got one {type(one).__name__}"):
+                call(one)
+        if name == "encode_batch_padded":
+            assert call(["hello world", b"hi"], pad_id=0).ids.shape[0] == 2
+        else:
+            assert len(call(["hello world", b"hi"])) == (tokenizer.n_vocab if name == "token_histogram" else 2)
+    assert tokenizer.count_tokens(iter(["a", "bc"])).tolist() == [len(tokenizer.encode("a")), len(tokenizer.encode("bc"))]
+
+
 # ---- decoding and lookup -------------------------------------------------------------------
 
 

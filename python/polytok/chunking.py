@@ -213,6 +213,7 @@ def encode_batch_padded(
     """The encodings of `texts` as one padded matrix with its attention mask. `max_tokens`
     truncates each text (never splitting a character, see `encode_truncated`); the length is the
     longest encoding, rounded up to `pad_to_multiple_of`."""
+    texts = tokenizer._text_list(texts, "encode_batch_padded")
     _check_side(padding_side, "padding_side")
     _check_side(truncation_side, "truncation_side")
     if max_tokens is not None:
@@ -223,7 +224,6 @@ def encode_batch_padded(
         pad_id = pad_id_of(tokenizer)
     elif isinstance(pad_id, bool) or not isinstance(pad_id, (int, np.integer)) or not 0 <= pad_id < tokenizer.n_vocab:
         raise ConfigError(f"pad_id must be an id of this tokeniser (0..{tokenizer.n_vocab - 1}), not {pad_id!r}")
-    texts = list(texts)
     encoded = tokenizer.encode_batch(texts, num_threads, allowed_special=allowed_special, disallowed_special=disallowed_special)
     if max_tokens is not None:
         encoded = [truncate(tokenizer, ids, max_tokens, truncation_side) for ids in encoded]

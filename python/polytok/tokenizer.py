@@ -51,6 +51,17 @@ class BaseTokenizer:
             self._id_of_token.setdefault(token, token_id)
         self._policies: dict[tuple, Any] = {}
 
+    @staticmethod
+    def _text_list(texts: Iterable[str | bytes], method: str) -> list[str | bytes]:
+        """`texts` as a list. One str or bytes is refused: iterated, it would be read as a batch
+        of one-character texts (or of ints), silently the wrong way."""
+        if isinstance(texts, (str, bytes, bytearray, memoryview)):
+            raise EncodeError(
+                f"{method} takes a list of texts, got one {type(texts).__name__} of length {len(texts)}; "
+                "pass [text] for one text"
+            )
+        return list(texts)
+
     # ---- the special-token policy -----------------------------------------------------------
 
     def _policy(self, allowed_special: SpecialSet, disallowed_special: SpecialSet) -> Any:
@@ -524,8 +535,8 @@ class Tokenizer(BaseTokenizer):
         randomness = self._randomness(sample, alpha, dropout, seed)
         threads = self._threads(num_threads)
         if randomness is not None:
-            return self._with_policy(self._encoder.encode_batch_sampled, list(texts), policy, *randomness, threads, batch=True)
-        return self._with_policy(self._encoder.encode_batch, list(texts), policy, threads, batch=True)
+            return self._with_policy(self._encoder.encode_batch_sampled, self._text_list(texts, "encode_batch"), policy, *randomness, threads, batch=True)
+        return self._with_policy(self._encoder.encode_batch, self._text_list(texts, "encode_batch"), policy, threads, batch=True)
 
     def encode_batch_to_numpy(
         self,
@@ -538,11 +549,11 @@ class Tokenizer(BaseTokenizer):
         """`encode` of each text in parallel, as one flat uint32 array and int64 offsets: the
         ids of text i are `ids[offsets[i]:offsets[i + 1]]`. No Python int is made."""
         policy = self._policy(allowed_special, disallowed_special)
-        return self._with_policy(self._encoder.encode_batch_to_numpy, list(texts), policy, self._threads(num_threads), batch=True)
+        return self._with_policy(self._encoder.encode_batch_to_numpy, self._text_list(texts, "encode_batch_to_numpy"), policy, self._threads(num_threads), batch=True)
 
     def encode_ordinary_batch(self, texts: Iterable[str | bytes], num_threads: int | None = None) -> list[list[int]]:
         """`encode_ordinary` of each text, in parallel."""
-        return self._encoder.encode_batch(list(texts), None, self._threads(num_threads))
+        return self._encoder.encode_batch(self._text_list(texts, "encode_ordinary_batch"), None, self._threads(num_threads))
 
     def count_tokens(
         self,
@@ -554,12 +565,12 @@ class Tokenizer(BaseTokenizer):
     ) -> np.ndarray:
         """The number of tokens of each text (uint64), in parallel, without keeping the ids."""
         policy = self._policy(allowed_special, disallowed_special)
-        return self._with_policy(self._encoder.count_batch, list(texts), policy, self._threads(num_threads), batch=True)
+        return self._with_policy(self._encoder.count_batch, self._text_list(texts, "count_tokens"), policy, self._threads(num_threads), batch=True)
 
     def token_histogram(self, texts: Iterable[str | bytes], num_threads: int | None = None) -> np.ndarray:
         """How often each id occurs in the ordinary encoding of `texts` (uint64, indexed by id),
         computed in parallel without building id lists; what corpus metrics need."""
-        return self._encoder.token_histogram(list(texts), self._threads(num_threads))
+        return self._encoder.token_histogram(self._text_list(texts, "token_histogram"), self._threads(num_threads))
 
     def decode(self, ids: Iterable[int] | np.ndarray, errors: str = "replace") -> str:
         """The text of `ids`; bytes that are not valid UTF-8 follow `errors` (as bytes.decode)."""

@@ -71,6 +71,16 @@ def test_every_encoding_method_follows_the_pipeline(loaded, name):
 
 
 @pytest.mark.parametrize("name", sorted(SHAPES))
+def test_batch_methods_refuse_one_text(loaded, name):
+    tokenizer = loaded[name]
+    for call in (tokenizer.encode_batch, tokenizer.encode_ordinary_batch, tokenizer.count_tokens,
+                 tokenizer.token_histogram):
+        with pytest.raises(EncodeError, match="takes a list of texts, got one str"):
+            call("hello world")
+    assert tokenizer.count_tokens(["hello world"]).tolist() == [len(tokenizer.encode("hello world"))]
+
+
+@pytest.mark.parametrize("name", sorted(SHAPES))
 def test_info_describes_the_file(loaded, name):
     tokenizer = loaded[name]
     segmenter, components = SHAPES[name]

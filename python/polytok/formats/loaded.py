@@ -189,11 +189,12 @@ class LoadedTokenizer(BaseTokenizer):
         if max_tokens is not None:
             return self._truncated_batch(self.encode_batch, texts, max_tokens, num_threads, sample=sample, dropout=dropout)
         self._refuse_randomness(sample, dropout)
-        return self.pipeline.encode_batch(self._encoder, list(texts), self._threads(num_threads))
+        return self.pipeline.encode_batch(self._encoder, self._text_list(texts, "encode_batch"), self._threads(num_threads))
 
     def encode_ordinary_batch(self, texts: Iterable[str | bytes], num_threads: int | None = None) -> list[list[int]]:
         """`encode_ordinary` of each text, in parallel."""
-        return self.pipeline.encode_batch(self._encoder, list(texts), self._threads(num_threads), split_added=False)
+        return self.pipeline.encode_batch(self._encoder, self._text_list(texts, "encode_ordinary_batch"), self._threads(num_threads),
+                                          split_added=False)
 
     def count_tokens(
         self,
@@ -204,13 +205,13 @@ class LoadedTokenizer(BaseTokenizer):
         disallowed_special: SpecialSet = "all",
     ) -> np.ndarray:
         """The number of tokens of each text (uint64)."""
-        encoded = self.pipeline.encode_batch(self._encoder, list(texts), self._threads(num_threads))
+        encoded = self.pipeline.encode_batch(self._encoder, self._text_list(texts, "count_tokens"), self._threads(num_threads))
         return np.array([len(ids) for ids in encoded], dtype=np.uint64)
 
     def token_histogram(self, texts: Iterable[str | bytes], num_threads: int | None = None) -> np.ndarray:
         """How often each id occurs in the ordinary encoding of `texts` (uint64, indexed by id).
         The ids come from the file's pipeline (normaliser included), so they are built here."""
-        encoded = self.encode_ordinary_batch(texts, num_threads)
+        encoded = self.encode_ordinary_batch(self._text_list(texts, "token_histogram"), num_threads)
         ids = np.fromiter((i for one in encoded for i in one), dtype=np.int64)
         return np.bincount(ids, minlength=self.vocab_size).astype(np.uint64)
 
