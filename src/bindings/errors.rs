@@ -332,6 +332,9 @@ impl fmt::Display for DualError {
             DualError::Graph(error) => write!(f, "{error}"),
             DualError::Gain(gain) => write!(f, "gain must be >= 0, got {gain}"),
             DualError::OtherGraph => write!(f, "this dual ascent was started on another graph"),
+            DualError::StartPrice(fraction) => {
+                write!(f, "the start's budget price must be finite and >= 0 price scales, got {fraction}")
+            }
         }
     }
 }

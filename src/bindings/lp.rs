@@ -359,6 +359,11 @@ impl PyDualAscent {
         Ok((end.iterations, end.stopped))
     }
 
+    /// Starts at lambda = `fraction` x the price scale, the edge prices as they are.
+    fn start_budget_price(&mut self, fraction: f64) -> PyResult<()> {
+        Ok(self.inner.start_budget_price(fraction)?)
+    }
+
     /// Moves the ascent to budget K, keeping its prices and lambda as the next stage's start.
     fn set_budget(&mut self, graph: PyRef<'_, PyTokenGraph>, budget: usize) -> PyResult<()> {
         Ok(self.inner.set_budget(&graph.inner, budget)?)

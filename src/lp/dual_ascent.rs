@@ -65,6 +65,8 @@ pub enum DualError {
     Gain(f64),
     /// The stage was given another graph than the one the ascent started on.
     OtherGraph,
+    /// The start's budget price, in units of the price scale, must be finite and >= 0.
+    StartPrice(f64),
 }
 
 /// State of a dual ascent: variables, the best exact bound so far, scratch space.
@@ -570,6 +572,20 @@ impl DualAscent {
             prices: Vec::new(),
             totals: vec![0.0; shared_count],
         })
+    }
+
+    /// Moves the start to lambda = `fraction` x the price scale, with every edge price left as
+    /// it is (0 on a new ascent): lambda near its scale from the first step, so the hot stages
+    /// converge instead of climbing. The best exact value is forgotten.
+    pub fn start_budget_price(&mut self, fraction: f64) -> Result<(), DualError> {
+        if !(fraction.is_finite() && fraction >= 0.0) {
+            return Err(DualError::StartPrice(fraction));
+        }
+        let n = self.free.len();
+        self.point[n] = fraction * self.price_scale;
+        self.best_value = f64::NEG_INFINITY;
+        self.best_point.copy_from_slice(&self.point);
+        Ok(())
     }
 
     /// Moves the ascent to another budget, keeping its point (mu and lambda) as the start of

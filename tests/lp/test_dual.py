@@ -15,6 +15,8 @@ from polytok.certify import Certificate
 from polytok.counts import PreTokenCounts
 from polytok.errors import ConfigError
 from polytok.lp.bound import lagrangian
+from polytok import _core
+from polytok.lp import dual
 from polytok.lp.dual import dual_ascent, temperatures
 from polytok.lp.graph import TokenisationGraph
 from polytok.lp.relax import relax
@@ -154,6 +156,47 @@ def test_a_budget_holding_every_pre_token_needs_no_ascent():
     assert solve(graph.linear_program(multi_byte), "highs").objective == pytest.approx(counts.counts.sum())
     # One token short of that, the ascent runs.
     assert dual_ascent(graph, multi_byte - 1, tolerance=1e-2)[2]
+
+
+def test_a_cold_ascent_starts_with_lambda_at_its_scale(monkeypatch):
+    graph = TokenisationGraph(excerpt_counts(1500))
+    budget = 32
+    optimum = solve(graph.linear_program(budget), "highs").objective
+
+    def ascent(start):
+        made = _core.DualAscent(graph.core, budget, dual.COLOUR_TAU_RATIO,
+                                dual.own_price_colours(graph, budget, dual.TIE_FRACTION))
+        assert made.budget_price == 0 and not made.prices(graph.core).any()
+        made.start_budget_price(start)
+        return made
+
+    scale = dual.price_scale(graph, budget)
+    started = ascent(0.5)
+    assert started.budget_price == pytest.approx(0.5 * scale, rel=1e-12)
+    # The free edges stay at 0; a tied edge is priced lambda n_w / F_t, so its colour's total
+    # M_t is lambda. Only shared colours (priced on their own) are at 0.
+    totals = graph.core.colour_totals(started.prices(graph.core))
+    at_zero = np.isclose(totals, 0.0, atol=1e-9)
+    np.testing.assert_allclose(totals[~at_zero], 0.5 * scale, rtol=1e-6)  # the prices are f32
+    assert 0 < at_zero.sum() < len(totals) and started.variables > 1
+    with pytest.raises(ValueError, match="start's budget price"):
+        started.start_budget_price(-1.0)
+    with pytest.raises(ValueError, match="start's budget price"):
+        started.start_budget_price(float("nan"))
+    # One step from there gives what the default's first stage gives with START_PRICE = 0.5, and
+    # another start gives another value: the default ascent starts there.
+    started.stage(graph.core, 1.0, 1, memory=5, seconds=None, extend=0, gain=1e-4)
+    monkeypatch.setattr(dual, "START_PRICE", 0.5)
+    solution, _, stages = dual_ascent(graph, budget, iterations=1, extend=0, tolerance=0.4)
+    assert stages[0]["best_lagrangian"] == started.best_value
+    other = ascent(0.0)
+    other.stage(graph.core, 1.0, 1, memory=5, seconds=None, extend=0, gain=1e-4)
+    assert other.best_value != started.best_value
+    # The bound from that start is valid: the exact L at its prices, at most the LP optimum.
+    assert lagrangian(graph, solution.duals, budget).bound <= optimum + 1e-6
+    monkeypatch.undo()
+    solution, _, _ = dual_ascent(graph, budget)
+    assert optimum * 0.995 <= lagrangian(graph, solution.duals, budget).bound <= optimum + 1e-6
 
 
 def test_temperature_schedule():
