@@ -6,8 +6,8 @@ pre-token's shortest path becomes a soft minimum over its paths (temperature tau
 and the top-K sum an entropic one (temperature tau x an estimate of lambda's scale, lowered for
 colours too rare for their price to reach lambda, see `src/lp/dual_ascent.rs`). The Rust
 core (`src/lp/dual_ascent.rs`) runs projected L-BFGS on that smooth concave function from
-lambda at its estimated scale (`START_PRICE`) and mu = 0, one stage per temperature, from 1 down by halves to about 3 x `tolerance`, each stage run on while the
-bound still rises by more than `tolerance` of itself per 10 steps, and keeps the prices with the
+lambda at its estimated scale (`START_PRICE`) and mu = 0, one stage per temperature, from 1
+down by halves to about 3 x `tolerance`, each stage run on while the bound still rises by more than `tolerance` of itself per 10 steps, and keeps the prices with the
 best *exact* L(mu). Those prices are what the certificate evaluates, so the bound is valid
 whatever the smoothing or an early stop does; only its tightness depends on them.
 
