@@ -80,7 +80,7 @@ def test_a_run_that_does_not_fit_stops_with_the_estimate_and_the_options():
 PEAK = """
 import collections, sys
 from polytok.counts import PreTokenCounts
-from polytok.lp import dual, memory
+from polytok.lp import memory
 from polytok.lp.relax import relax
 from polytok.lp.graph import TokenisationGraph
 from polytok.pretokenize import PreTokenizer
@@ -138,8 +138,8 @@ def test_ctrl_c_in_the_ascent_ends_it_with_a_valid_bound(monkeypatch):
     """Ctrl-C (here `interrupt_main` from a timer that the first stage starts) inside a stage
     stops the ascent at its next step; the prices reached still certify. The timer fires 0.1 s
     into the first stage, which alone runs 1,145 steps (about 1 s), so the interrupt lands
-    inside it; the stage's step count shows it did. Python's own SIGINT handler is installed for the
-    test: a process started with SIGINT ignored (as a non-interactive shell starts its
+    inside it; the stage's step count shows it did. Python's own SIGINT handler is installed
+    for the test: a process started with SIGINT ignored (as a non-interactive shell starts its
     background jobs) gets nothing from `interrupt_main`."""
     graph = TokenisationGraph(excerpt_counts(6000))
     optimum = solve(graph.linear_program(64), "highs").objective

@@ -7,9 +7,10 @@ and the top-K sum an entropic one (temperature tau x an estimate of lambda's sca
 colours too rare for their price to reach lambda, see `src/lp/dual_ascent.rs`). The Rust
 core (`src/lp/dual_ascent.rs`) runs projected L-BFGS on that smooth concave function from
 lambda at its estimated scale (`START_PRICE`) and mu = 0, one stage per temperature, from 1
-down by halves to about 3 x `tolerance`, each stage run on while the bound still rises by more than `tolerance` of itself per 10 steps, and keeps the prices with the
-best *exact* L(mu). Those prices are what the certificate evaluates, so the bound is valid
-whatever the smoothing or an early stop does; only its tightness depends on them.
+down by halves to about 3 x `tolerance`, each stage run on while the bound still rises by more
+than `tolerance` of itself per 10 steps, and keeps the prices with the best *exact* L(mu).
+Those prices are what the certificate evaluates, so the bound is valid whatever the smoothing
+or an early stop does; only its tightness depends on them.
 
 Compared with an LP solver it needs memory for the graph's edges only (no matrix), and the
 smoothed colour values c_t = sigmoid((M_t - lambda) / colour_tau_t) are its primal estimate for
