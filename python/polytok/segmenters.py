@@ -20,7 +20,7 @@ SpecialPairs = list[tuple[bytes, int]]
 
 # Distinct pre-tokens each thread caches per encoder (pre-token bytes -> ids; a few MB at most):
 # enough to answer most pieces of real text from the cache. Ids never depend on it.
-DEFAULT_CACHE_SIZE = 1 << 18
+DEFAULT_CACHE_SIZE = 1 << 19
 
 # The algorithm a tokeniser was trained with, when the caller does not say.
 DEFAULT_ALGORITHM = {"merges": "bpe", "longest_match": "wordpiece", "viterbi": "unigram", "shortest_path": "convex"}

@@ -1,20 +1,21 @@
 //! The pre-token cache: pre-token bytes -> ids, kept per thread and per encoder, bounded.
 //!
 //! Text repeats its pre-tokens: a corpus of hundreds of millions of pre-tokens has only a
-//! million or so distinct ones, so a small table of recent pieces answers most of them without
+//! million or so distinct ones, so a table of recent pieces answers most of them without
 //! segmenting again. Segmenting is a function of the piece alone, so a hit gives exactly the ids
 //! a miss computes: the cache changes time, never ids. Each thread has its own tables (no locks;
 //! rayon's workers keep theirs between calls), one per encoder recently used on that thread,
 //! told apart by the encoder's serial number (never reused, unlike an address).
 //!
-//! Almost every piece has at most 7 bytes and 2 ids: those live in a four-way set-associative
-//! array whose sets are one cache line each (the piece's bytes packed into a u64 are the key),
-//! so a hit usually reads one line. A new piece takes the first free slot of its line or of the
-//! next PROBE_LINES - 1 lines (slots are never freed, so a lookup stops at the first line with a
-//! free slot); when all of them are full it evicts the oldest piece of its own line, so a working
-//! set larger than the table loses only its rarest pieces. Pieces of up to 15 bytes and 3 ids
-//! live in a second such array (two slots a line, u128 keys); the rest in a hash map emptied
-//! when full.
+//! Almost every piece has at most 15 bytes and 3 ids: those live in an array of 32-byte slots,
+//! two to a cache line (the piece's bytes and length packed into a u128 are the key), so a hit
+//! reads one line. The encoder looks pieces up a chunk at a time (`Chunk`): it gathers a chunk's
+//! keys while pre-tokenising, asking for each piece's line as it goes, then reads the lines,
+//! which have arrived by then, and writes every hit's ids without a branch on how many there
+//! are. A new piece takes the first free slot of its line or of the next PROBE_LINES - 1 lines
+//! (slots are never freed, so a lookup stops at the first line with a free slot); when all of
+//! them are full it evicts the older piece of its own line, so a working set larger than the
+//! table loses only its rarest pieces. The rest go to a hash map emptied when full.
 use std::cell::RefCell;
 
 use rustc_hash::FxHashMap;
@@ -31,68 +32,50 @@ const MAP_BYTES_PER_PIECE: usize = 16;
 /// Encoders whose tables a thread keeps at once (the least recently used one is dropped).
 const TABLES_PER_THREAD: usize = 4;
 
-/// The most lines of an array (16 M), whatever the configured size.
+/// The most lines of the array (16 M), whatever the configured size.
 const MAX_LINE_BITS: u32 = 24;
 
 /// Lines a piece may take a free slot in, its own line first. Without this, the few lines that
 /// more pieces hash to than they have slots would evict each other's pieces on every pass.
 const PROBE_LINES: usize = 4;
 
-/// No id: marks the unused second id of a narrow slot.
-const NO_ID: u32 = u32::MAX;
+/// Pieces a `Chunk` gathers before their lines are read: enough that the first piece's line has
+/// come from memory when the last piece's key is made, few enough that all the chunk's lines
+/// stay in the first-level cache.
+pub const CHUNK: usize = 64;
 
-/// A piece of up to 7 bytes (key: bytes and length packed, 0 for an empty slot) with one or two
-/// ids (the second NO_ID if there is one).
+/// A piece of 1 to 15 bytes (key: bytes and length packed, 0 for an empty slot) with up to
+/// three ids, the first `count` of them real. `count` follows the ids so that one 16-byte copy
+/// writes the ids (and a dead word past them).
 #[derive(Clone, Copy)]
-struct NarrowSlot {
-    key: u64,
-    ids: [u32; 2],
-}
-
-/// A piece of up to 15 bytes with up to three ids; key 0 (no piece packs to it) marks an empty slot.
-#[derive(Clone, Copy)]
-struct WideSlot {
+#[repr(C)]
+struct Slot {
     key: u128,
-    count: u32,
     ids: [u32; 3],
+    count: u32,
 }
 
 /// One cache line of slots, the most recently stored first.
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
-struct Line<T: Copy, const N: usize>([T; N]);
+struct Line([Slot; 2]);
 
-impl<T: Copy, const N: usize> Line<T, N> {
-    /// Stores `slot` first, dropping the last (oldest) one.
-    #[inline(always)]
-    fn store(&mut self, slot: T) {
-        self.0.copy_within(..N - 1, 1);
-        self.0[0] = slot;
-    }
-}
 
-/// The slot that `found` picks among the lines from `home` on, stopping at the first line with
-/// a free slot (`free`): a piece is never stored past one (see `place`).
+/// The slot holding `key` among the lines from `home` on, stopping at the first line with a
+/// free slot: a piece is never stored past one (see `place`).
 #[inline(always)]
-fn probe<T: Copy, const N: usize>(
-    lines: &[Line<T, N>],
-    home: usize,
-    found: impl Fn(&T) -> bool,
-    free: impl Fn(&T) -> bool,
-) -> Option<&T> {
+fn probe(lines: &[Line], home: usize, key: u128) -> Option<&Slot> {
     let mask = lines.len() - 1;
     for step in 0..PROBE_LINES {
         let line = &lines[(home + step) & mask].0;
-        // Every slot compared, then one branch: which slot holds a piece is not predictable.
-        let mut hits = 0u32;
-        for (index, slot) in line.iter().enumerate() {
-            hits |= (found(slot) as u32) << index;
+        if line[0].key == key {
+            return Some(&line[0]);
         }
-        if hits != 0 {
-            return Some(&line[hits.trailing_zeros() as usize]);
+        if line[1].key == key {
+            return Some(&line[1]);
         }
         // Lines fill from the front, so a free slot anywhere means the last one is free.
-        if free(&line[N - 1]) {
+        if line[1].key == 0 {
             return None;
         }
     }
@@ -100,24 +83,80 @@ fn probe<T: Copy, const N: usize>(
 }
 
 /// Stores `slot` in the first free slot of the lines from `home` on, or, when they are all
-/// full, first in `home`, evicting its oldest. Slots never become free again (but when the
+/// full, first in `home`, evicting its older piece. Slots never become free again (but when the
 /// table is made afresh), so `probe` may stop at the first line with a free slot.
 #[inline(always)]
-fn place<T: Copy, const N: usize>(lines: &mut [Line<T, N>], home: usize, slot: T, free: impl Fn(&T) -> bool) {
+fn place(lines: &mut [Line], home: usize, slot: Slot) {
     let mask = lines.len() - 1;
     for step in 0..PROBE_LINES {
-        if let Some(empty) = lines[(home + step) & mask].0.iter_mut().find(|slot| free(slot)) {
+        if let Some(empty) = lines[(home + step) & mask].0.iter_mut().find(|slot| slot.key == 0) {
             *empty = slot;
             return;
         }
     }
-    lines[home].store(slot);
+    let line = &mut lines[home].0;
+    line[1] = line[0];
+    line[0] = slot;
 }
 
-/// The line of a key in an array of 2^bits lines: the top bits of a multiplicative hash.
-#[inline(always)]
-fn line_of(key: u64, bits: u32) -> usize {
-    ((key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as usize) & ((1 << bits) - 1)
+/// The array's lines, zeroed (all slots free), in memory aligned to a huge page and, on Linux,
+/// asked to be backed by huge pages before it is first touched: a table of megabytes read at
+/// random then needs a few TLB entries instead of one per 4 KB page.
+struct Lines {
+    start: std::ptr::NonNull<Line>,
+    count: usize,
+}
+
+// SAFETY: `Lines` owns its memory alone, as a Box<[Line]> would.
+unsafe impl Send for Lines {}
+
+impl Lines {
+    const HUGE_PAGE: usize = 2 << 20;
+
+    fn layout(count: usize) -> std::alloc::Layout {
+        let bytes = count * std::mem::size_of::<Line>();
+        let align = Self::HUGE_PAGE.min(bytes.next_power_of_two()).max(64);
+        std::alloc::Layout::from_size_align(bytes, align).expect("cache table too large")
+    }
+
+    fn zeroed(count: usize) -> Self {
+        let layout = Self::layout(count.max(1));
+        // SAFETY: the layout has a nonzero size.
+        let raw = unsafe { std::alloc::alloc(layout) };
+        let Some(start) = std::ptr::NonNull::new(raw.cast::<Line>()) else {
+            std::alloc::handle_alloc_error(layout)
+        };
+        #[cfg(target_os = "linux")]
+        if layout.size() >= Self::HUGE_PAGE {
+            // SAFETY: the range is this allocation; a refused hint changes nothing.
+            unsafe { libc::madvise(raw.cast(), layout.size(), libc::MADV_HUGEPAGE) };
+        }
+        // SAFETY: `raw` holds layout.size() bytes; all-zero bytes are free slots.
+        unsafe { std::ptr::write_bytes(raw, 0, layout.size()) };
+        Lines { start, count: count.max(1) }
+    }
+}
+
+impl std::ops::Deref for Lines {
+    type Target = [Line];
+    fn deref(&self) -> &[Line] {
+        // SAFETY: `count` initialised lines from `start`.
+        unsafe { std::slice::from_raw_parts(self.start.as_ptr(), self.count) }
+    }
+}
+
+impl std::ops::DerefMut for Lines {
+    fn deref_mut(&mut self) -> &mut [Line] {
+        // SAFETY: as above, borrowed mutably through `self`.
+        unsafe { std::slice::from_raw_parts_mut(self.start.as_ptr(), self.count) }
+    }
+}
+
+impl Drop for Lines {
+    fn drop(&mut self) {
+        // SAFETY: allocated in `zeroed` with this layout.
+        unsafe { std::alloc::dealloc(self.start.as_ptr().cast(), Self::layout(self.count)) };
+    }
 }
 
 /// Ids of a piece in the map: up to three inline, or (marked by INDIRECT) a span of `spill`.
@@ -134,11 +173,9 @@ pub struct PieceCache {
     owner: u64,
     /// The configured size it was made for (see `with_table`).
     capacity: usize,
-    narrow: Vec<Line<NarrowSlot, 4>>,
-    narrow_bits: u32,
-    wide: Vec<Line<WideSlot, 2>>,
-    wide_bits: u32,
-    /// The pieces the arrays do not take, and the most it holds before it is emptied.
+    lines: Lines,
+    line_bits: u32,
+    /// The pieces the array does not take, and the most it holds before it is emptied.
     other: FxHashMap<Box<[u8]>, Entry>,
     other_capacity: usize,
     /// The bytes of the pieces and ids in `other`, and the most it holds before it is emptied.
@@ -177,20 +214,20 @@ pub fn le_words(bytes: &[u8]) -> (u64, u64) {
     }
 }
 
-/// `le_words(piece)` for a piece of at most 15 bytes that lies inside `text`: where 16 bytes of
-/// `text` follow the piece's start, two fixed loads masked to its length (no branch on the
-/// length); otherwise, and for a piece not inside `text`, `le_words`. Longer pieces, whose
-/// words `extend` does not read, get (0, 0).
+/// The cache key of a piece that lies inside `text`: `packed(piece)` for a piece of 1 to 15
+/// bytes, 0 for longer ones (which the map answers). Where 16 bytes of `text` follow the
+/// piece's start, two fixed loads masked to its length (no branch on the length); otherwise,
+/// and for a piece not inside `text`, `le_words`.
 #[inline(always)]
-pub fn le_words_in(text: &[u8], piece: &[u8]) -> (u64, u64) {
+pub fn key_in(text: &[u8], piece: &[u8]) -> u128 {
     let length = piece.len();
     if length >= 16 {
-        return (0, 0);
+        return 0;
     }
     let start = (piece.as_ptr() as usize).wrapping_sub(text.as_ptr() as usize);
     // Inside `text` (its address range), the piece is text[start..start + length] itself.
     let inside = piece.as_ptr() >= text.as_ptr() && start <= text.len() && length <= text.len() - start;
-    match text.get(start..start.wrapping_add(16)) {
+    let (low, high) = match text.get(start..start.wrapping_add(16)) {
         Some(window) if inside => {
             let word = |at: usize| u64::from_le_bytes(window[at..at + 8].try_into().unwrap());
             // length 1..=15 keeps 8 * length bits of the 128: the low word's mask, then the high's.
@@ -200,24 +237,64 @@ pub fn le_words_in(text: &[u8], piece: &[u8]) -> (u64, u64) {
             (word(0) & low_mask, word(8) & high_mask)
         }
         _ => le_words(piece),
+    };
+    (low as u128) | ((high as u128) << 64) | ((length as u128) << 120)
+}
+
+/// Asks for the cache line at `address` ahead of its use (no effect where there is no hint).
+#[inline(always)]
+fn prefetch<T>(address: *const T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch reads nothing and faults on no address.
+    unsafe {
+        use std::arch::x86_64::{_mm_prefetch, _MM_HINT_T0};
+        _mm_prefetch(address.cast::<i8>(), _MM_HINT_T0);
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = address;
+}
+
+/// A piece waiting in a `Chunk`: its bytes, key and home line.
+#[derive(Clone, Copy)]
+struct Pending<'a> {
+    piece: &'a [u8],
+    key: u128,
+    home: usize,
+}
+
+/// Up to CHUNK pieces whose lines have been asked for, to be looked up together.
+pub struct Chunk<'a> {
+    pending: [Pending<'a>; CHUNK],
+    length: usize,
+}
+
+impl<'a> Chunk<'a> {
+    pub fn new() -> Self {
+        Chunk { pending: [Pending { piece: &[], key: 0, home: 0 }; CHUNK], length: 0 }
+    }
+
+    /// Adds `piece` (key `key`, see `key_in`), asking for its line; true when the chunk is full.
+    #[inline(always)]
+    pub fn push(&mut self, table: &PieceCache, piece: &'a [u8], key: u128) -> bool {
+        let home = table.home(key);
+        prefetch(table.lines.as_ptr().wrapping_add(home));
+        // `length` < CHUNK here: a full chunk is emptied by `PieceCache::emit` before the next push.
+        self.pending[self.length % CHUNK] = Pending { piece, key, home };
+        self.length += 1;
+        self.length == CHUNK
     }
 }
 
 impl PieceCache {
-    /// A table for about `capacity` pieces: half of them in the narrow array, a quarter in the
-    /// wide one (each rounded down to a power of two, at least one line), a quarter in the map.
+    /// A table for about `capacity` pieces: three quarters of them, rounded down to a power of
+    /// two (at least one line), in the array, a quarter in the map.
     fn new(owner: u64, capacity: usize) -> Self {
-        let bits = |slots: usize, per_line: usize| (slots / per_line).max(1).ilog2().min(MAX_LINE_BITS);
-        let (narrow_bits, wide_bits) = (bits(capacity / 2, 4), bits(capacity / 4, 2));
-        let empty_narrow = NarrowSlot { key: 0, ids: [NO_ID; 2] };
-        let empty_wide = WideSlot { key: 0, count: 0, ids: [0; 3] };
+        let line_bits = (capacity / 4 * 3 / 2).max(1).ilog2().min(MAX_LINE_BITS);
         PieceCache {
             owner,
             capacity,
-            narrow: vec![Line([empty_narrow; 4]); 1 << narrow_bits],
-            narrow_bits,
-            wide: vec![Line([empty_wide; 2]); 1 << wide_bits],
-            wide_bits,
+            lines: Lines::zeroed(1 << line_bits),
+            line_bits,
             other: FxHashMap::default(),
             other_capacity: (capacity / 4).max(1),
             other_bytes: 0,
@@ -226,28 +303,64 @@ impl PieceCache {
         }
     }
 
+    /// The home line of a key: the top bits of a multiplicative hash of its two words.
     #[inline(always)]
-    fn wide_line(&self, key: u128) -> usize {
-        line_of((key as u64) ^ ((key >> 64) as u64).rotate_left(29), self.wide_bits)
+    fn home(&self, key: u128) -> usize {
+        let mixed = (key as u64) ^ ((key >> 64) as u64).rotate_left(29);
+        ((mixed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as usize) & ((1 << self.line_bits) - 1)
     }
 
-    /// Appends the cached ids of `piece` (at most MAX_CACHED_PIECE bytes; `words` its
-    /// `le_words`) to `out`; false if the piece is not cached.
+    /// Appends the ids of every piece of `chunk` to `out`, in order, and empties it. A piece
+    /// found in its home line costs one read of that line and one 16-byte write; any other
+    /// (a long piece, one in a later line, one not cached) goes to `miss`, which appends its
+    /// ids through `extend` and `insert`.
     #[inline(always)]
-    pub fn extend(&self, piece: &[u8], words: (u64, u64), out: &mut Vec<u32>) -> bool {
-        if piece.len() < 8 {
-            let key = words.0 | (piece.len() as u64) << 56;
-            let home = line_of(key, self.narrow_bits);
-            if let Some(slot) = probe(&self.narrow, home, |slot| slot.key == key, |slot| slot.key == 0) {
-                push_ids(out, [slot.ids[0], slot.ids[1], 0], 1 + (slot.ids[1] != NO_ID) as usize);
-                return true;
+    pub fn emit<'a>(
+        &mut self,
+        chunk: &mut Chunk<'a>,
+        out: &mut Vec<u32>,
+        mut miss: impl FnMut(&mut Self, &'a [u8], &mut Vec<u32>),
+    ) {
+        let count = chunk.length.min(CHUNK);
+        chunk.length = 0;
+        // Room for four ids a piece: every hit writes four (the first `count` of them real).
+        out.reserve(4 * count);
+        let mut written = out.len();
+        let mut base = out.as_mut_ptr();
+        for pending in &chunk.pending[..count] {
+            let line = &self.lines[pending.home].0;
+            let second = line[1].key == pending.key;
+            let slot = if second { &line[1] } else { &line[0] };
+            // key 0 (a long piece) would match an empty slot: it never takes the fast way.
+            let hit = (second | (line[0].key == pending.key)) & (pending.key != 0);
+            // SAFETY: `reserve` (here, or after the last miss) left room for four ids a piece
+            // from `written` on, which advances by at most three a piece.
+            unsafe {
+                let ids = std::ptr::addr_of!(slot.ids).cast::<[u32; 4]>().read_unaligned();
+                base.add(written).cast::<[u32; 4]>().write_unaligned(ids);
+            }
+            if hit {
+                written += slot.count as usize;
+            } else {
+                // SAFETY: every id below `written` was written above.
+                unsafe { out.set_len(written) };
+                miss(self, pending.piece, out);
+                out.reserve(4 * CHUNK);
+                written = out.len();
+                base = out.as_mut_ptr();
             }
         }
-        if piece.len() < 16 {
-            let key = (words.0 as u128) | ((words.1 as u128) << 64) | ((piece.len() as u128) << 120);
-            let home = self.wide_line(key);
-            if let Some(slot) = probe(&self.wide, home, |slot| slot.key == key, |slot| slot.key == 0) {
-                push_ids(out, slot.ids, slot.count as usize);
+        // SAFETY: as above.
+        unsafe { out.set_len(written) };
+    }
+
+    /// Appends the cached ids of `piece` (at most MAX_CACHED_PIECE bytes; `key` its `key_in`)
+    /// to `out`; false if the piece is not cached.
+    #[inline]
+    pub fn extend(&self, piece: &[u8], key: u128, out: &mut Vec<u32>) -> bool {
+        if key != 0 {
+            if let Some(slot) = probe(&self.lines, self.home(key), key) {
+                out.extend_from_slice(&slot.ids[..slot.count as usize]);
                 return true;
             }
             if self.other.is_empty() {
@@ -268,22 +381,14 @@ impl PieceCache {
     }
 
     /// Stores `ids` as the cut of `piece` (at most MAX_CACHED_PIECE bytes, not cached yet): in
-    /// an array (see `place`), or in the map, emptied first when full (in pieces or bytes).
+    /// the array (see `place`), or in the map, emptied first when full (in pieces or bytes).
     pub fn insert(&mut self, piece: &[u8], ids: &[u32]) {
-        if piece.len() < 8 && ids.len() <= 2 {
-            let key = narrow_key(piece);
-            let second = ids.get(1).copied().unwrap_or(NO_ID);
-            let home = line_of(key, self.narrow_bits);
-            place(&mut self.narrow, home, NarrowSlot { key, ids: [ids[0], second] }, |slot| slot.key == 0);
-            return;
-        }
-        if piece.len() < 16 && ids.len() <= 3 {
+        if piece.len() < 16 && !ids.is_empty() && ids.len() <= 3 {
             let key = packed(piece);
             let mut inline = [0; 3];
             inline[..ids.len()].copy_from_slice(ids);
-            let home = self.wide_line(key);
-            let slot = WideSlot { key, count: ids.len() as u32, ids: inline };
-            place(&mut self.wide, home, slot, |slot| slot.key == 0);
+            let home = self.home(key);
+            place(&mut self.lines, home, Slot { key, ids: inline, count: ids.len() as u32 });
             return;
         }
         let cost = piece.len() + std::mem::size_of_val(ids);
@@ -313,20 +418,6 @@ impl PieceCache {
 #[inline(always)]
 pub fn narrow_key(bytes: &[u8]) -> u64 {
     le_words(bytes).0 | (bytes.len() as u64) << 56
-}
-
-/// Appends the first `count` (at most 3) of `ids` to `out`: one fixed-size store instead of a
-/// copy of variable length.
-#[inline(always)]
-fn push_ids(out: &mut Vec<u32>, ids: [u32; 3], count: usize) {
-    out.reserve(3);
-    let length = out.len();
-    // SAFETY: `reserve` made room for three more ids; only the first `count` (<= 3) of them,
-    // all written here, become part of the vector.
-    unsafe {
-        out.as_mut_ptr().add(length).cast::<[u32; 3]>().write_unaligned(ids);
-        out.set_len(length + count);
-    }
 }
 
 thread_local! {
@@ -378,18 +469,62 @@ mod tests {
     }
 
     #[test]
-    fn words_in_a_text_equal_a_plain_copy() {
+    fn keys_in_a_text_equal_a_plain_copy() {
         let text: Vec<u8> = (0..48u8).map(|i| i.wrapping_mul(151).wrapping_add(7)).collect();
         for start in 0..text.len() {
-            for end in start + 1..=text.len().min(start + 15) {
+            for end in start + 1..=text.len() {
                 let piece = &text[start..end];
-                assert_eq!(le_words_in(&text, piece), le_words(piece), "{start}..{end}");
+                let expected = if piece.len() < 16 { packed(piece) } else { 0 };
+                assert_eq!(key_in(&text, piece), expected, "{start}..{end}");
             }
         }
         // A piece outside the text, or a text too short, falls back to the plain copy.
         let other = text.clone();
-        assert_eq!(le_words_in(&text[..10], &other[2..9]), le_words(&other[2..9]));
-        assert_eq!(le_words_in(&text[..10], &text[2..9]), le_words(&text[2..9]));
+        assert_eq!(key_in(&text[..10], &other[2..9]), packed(&other[2..9]));
+        assert_eq!(key_in(&text[..10], &text[2..9]), packed(&text[2..9]));
+    }
+
+    /// The ids a made-up segmenter gives `piece`: one per 4 bytes begun, from its bytes.
+    fn cut(piece: &[u8]) -> Vec<u32> {
+        piece.chunks(4).map(|part| part.iter().map(|&b| b as u32).sum::<u32>() * 7 + part.len() as u32).collect()
+    }
+
+    #[test]
+    fn chunks_give_the_ids_of_every_piece_in_order() {
+        // Pieces of 1 to 40 bytes (1 to 10 ids, so some go to the map), many repeated, through
+        // tables that hold all of them and tables that must evict.
+        let text: Vec<u8> = (0..20_000u32).map(|i| b'a' + ((i * i / 7 + i / 13) % 23) as u8).collect();
+        let mut pieces = Vec::new();
+        let mut at = 0;
+        for i in 0.. {
+            let length = 1 + (i * 7 + i / 5) % 40;
+            if at + length > text.len() {
+                break;
+            }
+            pieces.push(&text[at..at + length]);
+            at += length % 9 + 1; // overlapping pieces: the same bytes recur at many starts
+        }
+        let expected: Vec<u32> = pieces.iter().flat_map(|piece| cut(piece)).collect();
+        for capacity in [64, 1 << 16] {
+            let mut cache = PieceCache::new(0, capacity);
+            for round in 0..3 {
+                let (mut out, mut chunk) = (vec![], Chunk::new());
+                let miss = |table: &mut PieceCache, piece: &[u8], out: &mut Vec<u32>| {
+                    if !table.extend(piece, key_in(&text, piece), out) {
+                        let start = out.len();
+                        out.extend(cut(piece));
+                        table.insert(piece, &out[start..]);
+                    }
+                };
+                for piece in &pieces {
+                    if chunk.push(&cache, piece, key_in(&text, piece)) {
+                        cache.emit(&mut chunk, &mut out, miss);
+                    }
+                }
+                cache.emit(&mut chunk, &mut out, miss);
+                assert!(out == expected, "capacity {capacity}, round {round}");
+            }
+        }
     }
 
     /// Pieces of 1 to 15 bytes and 1 to 3 ids, all distinct.
@@ -406,9 +541,9 @@ mod tests {
 
     #[test]
     fn every_piece_of_a_working_set_that_fits_stays_cached() {
-        // 2,000 pieces in a table of 2,048 narrow and 1,024 wide slots: about 2 pieces a line,
-        // so many lines get more pieces than they have slots; the next lines take them.
-        let mut cache = PieceCache::new(0, 4096);
+        // 2,000 pieces in a table of 2,048 lines of 2 slots: about 1 piece a line, so many lines
+        // get more pieces than they have slots; the next lines take them.
+        let mut cache = PieceCache::new(0, 8192);
         let mut unique: Vec<(Vec<u8>, Vec<u32>)> = Vec::new();
         for (bytes, ids) in pieces(4000) {
             if !unique.iter().any(|(seen, _)| *seen == bytes) && unique.len() < 2000 {
@@ -417,13 +552,13 @@ mod tests {
         }
         for (bytes, ids) in &unique {
             let mut out = Vec::new();
-            if !cache.extend(bytes, le_words(bytes), &mut out) {
+            if !cache.extend(bytes, packed(bytes), &mut out) {
                 cache.insert(bytes, ids);
             }
         }
         for (bytes, ids) in &unique {
             let mut out = vec![7];
-            assert!(cache.extend(bytes, le_words(bytes), &mut out), "{bytes:?} was evicted");
+            assert!(cache.extend(bytes, packed(bytes), &mut out), "{bytes:?} was evicted");
             assert_eq!(out[1..], ids[..], "{bytes:?}");
         }
     }
@@ -438,7 +573,7 @@ mod tests {
         for round in 0..3 {
             for (bytes, ids) in &long {
                 let mut out = Vec::new();
-                if cache.extend(bytes, le_words_in(bytes, bytes), &mut out) {
+                if cache.extend(bytes, key_in(bytes, bytes), &mut out) {
                     assert_eq!(out, *ids, "round {round}, {} bytes", bytes.len());
                 } else {
                     cache.insert(bytes, ids);
@@ -450,9 +585,9 @@ mod tests {
         let (small, ids) = (vec![b'q'; 100], vec![1, 2, 3, 4, 5]);
         cache.insert(&small, &ids);
         let mut out = Vec::new();
-        assert!(cache.extend(&small, (0, 0), &mut out) && out == ids);
+        assert!(cache.extend(&small, 0, &mut out) && out == ids);
         cache.insert(&[b'z'; 1030], &[9]);
-        assert!(!cache.extend(&[b'z'; 1030], (0, 0), &mut Vec::new()));
+        assert!(!cache.extend(&[b'z'; 1030], 0, &mut Vec::new()));
     }
 
     #[test]
@@ -462,7 +597,7 @@ mod tests {
         for round in 0..3 {
             for (bytes, ids) in &all {
                 let mut out = Vec::new();
-                if cache.extend(bytes, le_words(bytes), &mut out) {
+                if cache.extend(bytes, packed(bytes), &mut out) {
                     assert_eq!(out, *ids, "round {round}, {bytes:?}");
                 } else {
                     cache.insert(bytes, ids);

@@ -146,19 +146,27 @@ impl Encoder {
                 .for_each_piece_of(text, |piece| self.segmenter.segment(piece, out));
             return;
         }
-        let byte_ids = self.segmenter.byte_ids();
+        let bytes = text.bytes();
+        // A miss: a long piece cut afresh, or the table's answer beyond the piece's home line,
+        // else a cut stored for next time.
+        let miss = |table: &mut cache::PieceCache, piece: &[u8], out: &mut Vec<u32>| {
+            if piece.len() > MAX_CACHED_PIECE {
+                self.segmenter.segment(piece, out);
+            } else if !table.extend(piece, cache::key_in(bytes, piece), out) {
+                let start = out.len();
+                self.segmenter.segment(piece, out);
+                table.insert(piece, &out[start..]);
+            }
+        };
         cache::with_table(self.serial, capacity, |table| {
-            self.pretokenizer.for_each_piece_of(text, |piece| {
-                if let (Some(byte_ids), &[byte]) = (byte_ids, piece) {
-                    out.push(byte_ids[byte as usize]);
-                } else if piece.len() > MAX_CACHED_PIECE {
-                    self.segmenter.segment(piece, out);
-                } else if !table.extend(piece, cache::le_words_in(text.bytes(), piece), out) {
-                    let start = out.len();
-                    self.segmenter.segment(piece, out);
-                    table.insert(piece, &out[start..]);
+            let mut chunk = cache::Chunk::new();
+            // Inlined into the pre-tokeniser's loop: a call per piece costs more than the push.
+            self.pretokenizer.for_each_piece_of(text, #[inline(always)] |piece| {
+                if chunk.push(table, piece, cache::key_in(bytes, piece)) {
+                    table.emit(&mut chunk, out, miss);
                 }
-            })
+            });
+            table.emit(&mut chunk, out, miss);
         })
     }
 

@@ -254,10 +254,6 @@ impl<R: MergeRule> Segmenter for MergesSegmenter<R> {
         Some(self)
     }
 
-    fn byte_ids(&self) -> Option<&[u32; 256]> {
-        Some(&self.byte_ids)
-    }
-
     fn segment(&self, piece: &[u8], out: &mut Vec<u32>) {
         if let &[byte] = piece {
             out.push(self.byte_ids[byte as usize]);

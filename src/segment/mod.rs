@@ -21,12 +21,6 @@ use rng::SplitMix64;
 pub trait Segmenter: Send + Sync {
     fn segment(&self, piece: &[u8], out: &mut Vec<u32>);
 
-    /// The id of each one-byte piece, if `segment` cuts every one-byte piece into one fixed id
-    /// (the encoder then answers them without a call or a cache lookup).
-    fn byte_ids(&self) -> Option<&[u32; 256]> {
-        None
-    }
-
     /// This segmenter's randomised cut, if it has one.
     fn random(&self) -> Option<&dyn RandomSegmenter> {
         None
