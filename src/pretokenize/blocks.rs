@@ -32,12 +32,17 @@ struct Masks {
     stop: u64,
 }
 
-/// The masks of `bytes[..64]`.
+/// The masks of `bytes[..64]`; `WIDE` only where `wide_available`.
 #[inline(always)]
-fn classify(bytes: &[u8; 64]) -> Masks {
+fn classify<const WIDE: bool>(bytes: &[u8; 64]) -> Masks {
     #[cfg(target_arch = "x86_64")]
     {
-        classify_sse2(bytes)
+        if WIDE {
+            // SAFETY: WIDE is set only where the CPU has AVX-512BW (see `Preset::split`).
+            unsafe { classify_avx512(bytes) }
+        } else {
+            classify_sse2(bytes)
+        }
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
@@ -111,14 +116,52 @@ fn classify_sse2(bytes: &[u8; 64]) -> Masks {
     masks
 }
 
+/// Whether this CPU has AVX-512BW, for `classify_avx512` (checked once, then a load).
+#[cfg(target_arch = "x86_64")]
+#[inline]
+pub fn wide_available() -> bool {
+    std::arch::is_x86_feature_detected!("avx512bw")
+}
+
+/// `classify` with AVX-512BW: each class is one or two compares of all 64 bytes into a mask.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx512bw")]
+#[inline]
+fn classify_avx512(bytes: &[u8; 64]) -> Masks {
+    use std::arch::x86_64::*;
+    // SAFETY: the load reads bytes[..64], the whole array.
+    let v = unsafe { _mm512_loadu_si512(bytes.as_ptr().cast()) };
+    let splat = |byte: u8| _mm512_set1_epi8(byte as i8);
+    let equal = |byte: u8| _mm512_cmpeq_epi8_mask(v, splat(byte));
+    // Unsigned: low..=high is v - low <= high - low.
+    let between = |low: u8, high: u8| _mm512_cmple_epu8_mask(_mm512_sub_epi8(v, splat(low)), splat(high - low));
+    let space = equal(b' ');
+    let newline = equal(b'\r') | equal(b'\n');
+    let stop = (_mm512_cmplt_epu8_mask(v, splat(0x20)) & !newline)
+        | _mm512_cmpge_epu8_mask(v, splat(0x7F))
+        | equal(b'\'');
+    Masks {
+        upper: between(b'A', b'Z'),
+        lower: between(b'a', b'z'),
+        digit: between(b'0', b'9'),
+        space,
+        newline,
+        slash: equal(b'/'),
+        latin: equal(0xC3),
+        latin_upper: between(0x80, 0x9E) & !equal(0x97),
+        latin_lower: between(0x9F, 0xBF) & !equal(0xB7),
+        stop,
+    }
+}
+
 /// The piece starts in the plain text at the start of `bytes` (itself a piece start): bit i is
 /// set where a piece starts at byte i of the plain stretch (none past it). `case_split`
 /// (o200k) also starts a piece at an upper-case letter after a lower-case one, and takes
 /// o200k's `[\r\n/]*` after punctuation into account.
 #[inline(always)]
-pub fn boundaries(bytes: &[u8; 64], case_split: bool) -> u64 {
+pub fn boundaries<const WIDE: bool>(bytes: &[u8; 64], case_split: bool) -> u64 {
     let Masks { mut upper, mut lower, digit, space, newline, slash, latin, latin_upper, latin_lower, mut stop } =
-        classify(bytes);
+        classify::<WIDE>(bytes);
     // A Latin-1 letter (0xC3 and its second byte, inside the block) is a letter of its case on
     // both bytes: no rule starts a piece between two letter bytes of one case.
     let latin_upper = latin & latin_upper >> 1;
@@ -188,7 +231,21 @@ mod tests {
                 // Every byte value in the first rounds, then mostly ASCII.
                 *byte = if round < 1000 { (state >> 56) as u8 } else { (state >> 57) as u8 };
             }
-            let (vector, plain) = (classify(&bytes), classify_bytes(&bytes));
+            let (vector, plain) = (classify::<false>(&bytes), classify_bytes(&bytes));
+            #[cfg(target_arch = "x86_64")]
+            if wide_available() {
+                // SAFETY: the CPU has AVX-512BW.
+                let wide = unsafe { classify_avx512(&bytes) };
+                assert_eq!(
+                    [wide.upper, wide.lower, wide.digit, wide.space, wide.newline, wide.slash],
+                    [plain.upper, plain.lower, plain.digit, plain.space, plain.newline, plain.slash]
+                );
+                assert_eq!(
+                    [wide.latin, wide.latin_upper, wide.latin_lower, wide.stop],
+                    [plain.latin, plain.latin_upper, plain.latin_lower, plain.stop],
+                    "{bytes:?}"
+                );
+            }
             assert_eq!(vector.upper, plain.upper);
             assert_eq!(vector.lower, plain.lower);
             assert_eq!(vector.digit, plain.digit);

@@ -76,15 +76,33 @@ impl Preset {
     /// Calls `f` on each piece of valid UTF-8 `text`, as `regex.findall(pattern, text)` would.
     #[inline]
     pub fn split<'a>(self, text: &'a [u8], f: &mut impl FnMut(&'a [u8])) {
+        #[cfg(target_arch = "x86_64")]
+        if matches!(self, Preset::Cl100k | Preset::O200k) && blocks::wide_available() {
+            // SAFETY: the CPU has the features `split_wide` is compiled for.
+            return unsafe { self.split_wide(text, f) };
+        }
+        self.split_with::<false>(text, f)
+    }
+
+    /// `split` compiled for AVX-512BW, whose block path classifies 64 bytes in one register.
+    #[cfg(target_arch = "x86_64")]
+    #[target_feature(enable = "avx512bw")]
+    unsafe fn split_wide<'a>(self, text: &'a [u8], f: &mut impl FnMut(&'a [u8])) {
+        self.split_with::<true>(text, f)
+    }
+
+    /// `split`, with `WIDE` (only where AVX-512BW is available) choosing the block classifier.
+    #[inline(always)]
+    fn split_with<'a, const WIDE: bool>(self, text: &'a [u8], f: &mut impl FnMut(&'a [u8])) {
         let scanner = Scanner { text, classes: CharClasses::get() };
         match self {
             Preset::Gpt2 => scanner.for_each(f, Scanner::gpt2),
-            Preset::Cl100k => scanner.for_each_with_blocks(f, false, |scanner, start| {
+            Preset::Cl100k => scanner.for_each_with_blocks::<WIDE>(f, false, |scanner, start| {
                 scanner
                     .gpt4_style_ascii(start, 3, SpaceRule::EndThenLineBreak)
                     .unwrap_or_else(|| scanner.cl100k(start))
             }),
-            Preset::O200k => scanner.for_each_with_blocks(f, true, |scanner, start| {
+            Preset::O200k => scanner.for_each_with_blocks::<WIDE>(f, true, |scanner, start| {
                 scanner.o200k_ascii(start).unwrap_or_else(|| scanner.o200k(start))
             }),
             Preset::Nanochat => scanner.for_each(f, |scanner, start| {
@@ -143,7 +161,8 @@ impl<'a> Scanner<'a> {
     /// through the block path (`blocks.rs`) and the rest piece by piece through `next_end`.
     /// Where the block path finds nothing, it is tried again only after 1, 2, 4 ... (at most
     /// 16) pieces, so text with little plain ASCII loses little time to it.
-    fn for_each_with_blocks(
+    #[inline(always)]
+    fn for_each_with_blocks<const WIDE: bool>(
         &self,
         f: &mut impl FnMut(&'a [u8]),
         case_split: bool,
@@ -152,7 +171,7 @@ impl<'a> Scanner<'a> {
         let (mut start, mut single, mut backoff) = (0, 0u32, 1u32);
         while start < self.text.len() {
             if single == 0 {
-                let next = self.plain_pieces(start, case_split, f);
+                let next = self.plain_pieces::<WIDE>(start, case_split, f);
                 if next > start {
                     start = next;
                     backoff = 1;
@@ -172,11 +191,11 @@ impl<'a> Scanner<'a> {
     /// start), but the last one, which may run on past them; returns where that one starts
     /// (`start` if there were fewer than 64 bytes or no complete piece).
     #[inline(always)]
-    fn plain_pieces(&self, start: usize, case_split: bool, f: &mut impl FnMut(&'a [u8])) -> usize {
+    fn plain_pieces<const WIDE: bool>(&self, start: usize, case_split: bool, f: &mut impl FnMut(&'a [u8])) -> usize {
         let Some(window) = self.text.get(start..start + 64) else {
             return start;
         };
-        let starts = blocks::boundaries(window.try_into().unwrap(), case_split);
+        let starts = blocks::boundaries::<WIDE>(window.try_into().unwrap(), case_split);
         let mut from = start;
         let mut rest = starts & !1;
         while rest != 0 {
