@@ -18,7 +18,8 @@ if TYPE_CHECKING:
 
 SpecialPairs = list[tuple[bytes, int]]
 
-# Distinct pre-tokens each thread caches per encoder (pre-token bytes -> ids; a few MB at most):
+# Distinct pre-tokens each thread caches per encoder (pre-token bytes -> ids; an 8 MB table and a
+# map of at most 8 MB):
 # enough to answer most pieces of real text from the cache. Ids never depend on it.
 DEFAULT_CACHE_SIZE = 1 << 19
 
