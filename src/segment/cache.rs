@@ -269,6 +269,7 @@ pub struct Chunk<'a> {
 }
 
 impl<'a> Chunk<'a> {
+    /// An empty chunk (one per encode call, on the stack).
     pub fn new() -> Self {
         Chunk { pending: [Pending { piece: &[], key: 0, home: 0 }; CHUNK], length: 0 }
     }
