@@ -42,7 +42,7 @@ const PROBE_LINES: usize = 4;
 /// Pieces a `Chunk` gathers before their lines are read: enough that the first piece's line has
 /// come from memory when the last piece's key is made, few enough that all the chunk's lines
 /// stay in the first-level cache.
-pub const CHUNK: usize = 64;
+pub const CHUNK: usize = 128;
 
 /// A piece of 1 to 15 bytes (key: bytes and length packed, 0 for an empty slot) with up to
 /// three ids, the first `count` of them real. `count` follows the ids so that one 16-byte copy
