@@ -313,14 +313,14 @@ impl PieceCache {
 
     /// Appends the ids of every piece of `chunk` to `out`, in order, and empties it. A piece
     /// found in its home line costs one read of that line and one 16-byte write; any other
-    /// (a long piece, one in a later line, one not cached) goes to `miss`, which appends its
-    /// ids through `extend` and `insert`.
+    /// (a long piece, one in a later line, one not cached) goes to `miss` with its key, which
+    /// appends its ids through `extend` and `insert`.
     #[inline(always)]
     pub fn emit<'a>(
         &mut self,
         chunk: &mut Chunk<'a>,
         out: &mut Vec<u32>,
-        mut miss: impl FnMut(&mut Self, &'a [u8], &mut Vec<u32>),
+        mut miss: impl FnMut(&mut Self, &'a [u8], u128, &mut Vec<u32>),
     ) {
         let count = chunk.length.min(CHUNK);
         chunk.length = 0;
@@ -345,7 +345,7 @@ impl PieceCache {
             } else {
                 // SAFETY: every id below `written` was written above.
                 unsafe { out.set_len(written) };
-                miss(self, pending.piece, out);
+                miss(self, pending.piece, pending.key, out);
                 out.reserve(4 * CHUNK);
                 written = out.len();
                 base = out.as_mut_ptr();
@@ -510,8 +510,8 @@ mod tests {
             let mut cache = PieceCache::new(0, capacity);
             for round in 0..3 {
                 let (mut out, mut chunk) = (vec![], Chunk::new());
-                let miss = |table: &mut PieceCache, piece: &[u8], out: &mut Vec<u32>| {
-                    if !table.extend(piece, key_in(&text, piece), out) {
+                let miss = |table: &mut PieceCache, piece: &[u8], key: u128, out: &mut Vec<u32>| {
+                    if !table.extend(piece, key, out) {
                         let start = out.len();
                         out.extend(cut(piece));
                         table.insert(piece, &out[start..]);

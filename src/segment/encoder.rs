@@ -149,10 +149,10 @@ impl Encoder {
         let bytes = text.bytes();
         // A miss: a long piece cut afresh, or the table's answer beyond the piece's home line,
         // else a cut stored for next time.
-        let miss = |table: &mut cache::PieceCache, piece: &[u8], out: &mut Vec<u32>| {
+        let miss = |table: &mut cache::PieceCache, piece: &[u8], key: u128, out: &mut Vec<u32>| {
             if piece.len() > MAX_CACHED_PIECE {
                 self.segmenter.segment(piece, out);
-            } else if !table.extend(piece, cache::key_in(bytes, piece), out) {
+            } else if !table.extend(piece, key, out) {
                 let start = out.len();
                 self.segmenter.segment(piece, out);
                 table.insert(piece, &out[start..]);
