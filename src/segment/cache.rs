@@ -17,6 +17,7 @@
 //! them are full it evicts the older piece of its own line, so a working set larger than the
 //! table loses only its rarest pieces. The rest go to a hash map emptied when full.
 use std::cell::RefCell;
+use std::mem::MaybeUninit;
 
 use rustc_hash::FxHashMap;
 
@@ -262,16 +263,18 @@ struct Pending<'a> {
     home: usize,
 }
 
-/// Up to CHUNK pieces whose lines have been asked for, to be looked up together.
+/// Up to CHUNK pieces whose lines have been asked for, to be looked up together. The first
+/// `length` entries are written; the rest are never read, so a new chunk is not filled in (one
+/// is made on the stack for every encode call, short ones included).
 pub struct Chunk<'a> {
-    pending: [Pending<'a>; CHUNK],
+    pending: [MaybeUninit<Pending<'a>>; CHUNK],
     length: usize,
 }
 
 impl<'a> Chunk<'a> {
-    /// An empty chunk (one per encode call, on the stack).
+    /// An empty chunk.
     pub fn new() -> Self {
-        Chunk { pending: [Pending { piece: &[], key: 0, home: 0 }; CHUNK], length: 0 }
+        Chunk { pending: [MaybeUninit::uninit(); CHUNK], length: 0 }
     }
 
     /// Adds `piece` (key `key`, see `key_in`), asking for its line; true when the chunk is full.
@@ -280,7 +283,7 @@ impl<'a> Chunk<'a> {
         let home = table.home(key);
         prefetch(table.lines.as_ptr().wrapping_add(home));
         // `length` < CHUNK here: a full chunk is emptied by `PieceCache::emit` before the next push.
-        self.pending[self.length % CHUNK] = Pending { piece, key, home };
+        self.pending[self.length % CHUNK].write(Pending { piece, key, home });
         self.length += 1;
         self.length == CHUNK
     }
@@ -329,6 +332,8 @@ impl PieceCache {
         let mut written = out.len();
         let mut base = out.as_mut_ptr();
         for pending in &chunk.pending[..count] {
+            // SAFETY: `push` wrote the first `length` (here `count`) entries.
+            let pending = unsafe { pending.assume_init_ref() };
             let line = &self.lines[pending.home].0;
             let second = line[1].key == pending.key;
             let slot = if second { &line[1] } else { &line[0] };
