@@ -175,7 +175,8 @@ pub struct PieceCache {
     /// The configured size it was made for (see `with_table`).
     capacity: usize,
     lines: Lines,
-    line_bits: u32,
+    /// 64 - log2(lines): `home` keeps the hash's top bits.
+    home_shift: u32,
     /// The pieces the array does not take, and the most it holds before it is emptied.
     other: FxHashMap<Box<[u8]>, Entry>,
     other_capacity: usize,
@@ -215,10 +216,21 @@ pub fn le_words(bytes: &[u8]) -> (u64, u64) {
     }
 }
 
+/// The masks that keep the first n bytes of 16 (n = 0..16), for `key_in`.
+const KEEP: [u128; 16] = {
+    let mut masks = [0u128; 16];
+    let mut n = 1;
+    while n < 16 {
+        masks[n] = u128::MAX >> (128 - 8 * n);
+        n += 1;
+    }
+    masks
+};
+
 /// The cache key of a piece that lies inside `text`: `packed(piece)` for a piece of 1 to 15
 /// bytes, 0 for longer ones (which the map answers). Where 16 bytes of `text` follow the
-/// piece's start, two fixed loads masked to its length (no branch on the length); otherwise,
-/// and for a piece not inside `text`, `le_words`.
+/// piece's start, one 16-byte load masked to its length; otherwise, and for a piece not inside
+/// `text`, `le_words`.
 #[inline(always)]
 pub fn key_in(text: &[u8], piece: &[u8]) -> u128 {
     let length = piece.len();
@@ -226,20 +238,15 @@ pub fn key_in(text: &[u8], piece: &[u8]) -> u128 {
         return 0;
     }
     let start = (piece.as_ptr() as usize).wrapping_sub(text.as_ptr() as usize);
-    // Inside `text` (its address range), the piece is text[start..start + length] itself.
-    let inside = piece.as_ptr() >= text.as_ptr() && start <= text.len() && length <= text.len() - start;
-    let (low, high) = match text.get(start..start.wrapping_add(16)) {
-        Some(window) if inside => {
-            let word = |at: usize| u64::from_le_bytes(window[at..at + 8].try_into().unwrap());
-            // length 1..=15 keeps 8 * length bits of the 128: the low word's mask, then the high's.
-            let bits = 8 * length as u32;
-            let low_mask = if bits >= 64 { u64::MAX } else { u64::MAX >> (64 - bits) };
-            let high_mask = if bits <= 64 { 0 } else { u64::MAX >> (128 - bits) };
-            (word(0) & low_mask, word(8) & high_mask)
+    // A window of 16 bytes of `text` at the piece's address holds the piece (length < 16): the
+    // same address is the same bytes. A piece before `text` wraps `start` past its end.
+    match text.get(start..start.wrapping_add(16)) {
+        Some(window) => {
+            let bytes = u128::from_le_bytes(window.try_into().unwrap());
+            (bytes & KEEP[length]) | ((length as u128) << 120)
         }
-        _ => le_words(piece),
-    };
-    (low as u128) | ((high as u128) << 64) | ((length as u128) << 120)
+        None => packed(piece),
+    }
 }
 
 /// Asks for the cache line at `address` ahead of its use (no effect where there is no hint).
@@ -255,12 +262,26 @@ fn prefetch<T>(address: *const T) {
     let _ = address;
 }
 
-/// A piece waiting in a `Chunk`: its bytes, key and home line.
+/// The longest piece a `Chunk` takes (its length is kept in 32 bits); a longer one is cut
+/// directly, after the chunk is emptied.
+pub const MAX_PENDING: usize = u32::MAX as usize;
+
+/// A piece waiting in a `Chunk`: its key, bytes (start and length) and home line, in 32 bytes.
 #[derive(Clone, Copy)]
 struct Pending<'a> {
-    piece: &'a [u8],
     key: u128,
-    home: usize,
+    start: *const u8,
+    length: u32,
+    home: u32,
+    piece: std::marker::PhantomData<&'a [u8]>,
+}
+
+impl<'a> Pending<'a> {
+    #[inline(always)]
+    fn piece(&self) -> &'a [u8] {
+        // SAFETY: made in `Chunk::push` from a slice that lives for 'a.
+        unsafe { std::slice::from_raw_parts(self.start, self.length as usize) }
+    }
 }
 
 /// Up to CHUNK pieces whose lines have been asked for, to be looked up together. The first
@@ -277,13 +298,17 @@ impl<'a> Chunk<'a> {
         Chunk { pending: [MaybeUninit::uninit(); CHUNK], length: 0 }
     }
 
-    /// Adds `piece` (key `key`, see `key_in`), asking for its line; true when the chunk is full.
+    /// Adds `piece` (key `key`, see `key_in`; at most MAX_PENDING bytes), asking for its line;
+    /// true when the chunk is full.
     #[inline(always)]
     pub fn push(&mut self, table: &PieceCache, piece: &'a [u8], key: u128) -> bool {
         let home = table.home(key);
         prefetch(table.lines.as_ptr().wrapping_add(home));
+        assert!(piece.len() <= MAX_PENDING, "a piece of more than MAX_PENDING bytes is not pushed");
+        let (start, length) = (piece.as_ptr(), piece.len() as u32);
+        let pending = Pending { key, start, length, home: home as u32, piece: std::marker::PhantomData };
         // `length` < CHUNK here: a full chunk is emptied by `PieceCache::emit` before the next push.
-        self.pending[self.length % CHUNK].write(Pending { piece, key, home });
+        self.pending[self.length % CHUNK].write(pending);
         self.length += 1;
         self.length == CHUNK
     }
@@ -291,14 +316,14 @@ impl<'a> Chunk<'a> {
 
 impl PieceCache {
     /// A table for about `capacity` pieces: three quarters of them, rounded down to a power of
-    /// two (at least one line), in the array, a quarter in the map.
+    /// two (at least two lines), in the array, a quarter in the map.
     fn new(owner: u64, capacity: usize) -> Self {
-        let line_bits = (capacity / 4 * 3 / 2).max(1).ilog2().min(MAX_LINE_BITS);
+        let line_bits = (capacity / 4 * 3 / 2).max(2).ilog2().min(MAX_LINE_BITS);
         PieceCache {
             owner,
             capacity,
             lines: Lines::zeroed(1 << line_bits),
-            line_bits,
+            home_shift: 64 - line_bits,
             other: FxHashMap::default(),
             other_capacity: (capacity / 4).max(1),
             other_bytes: 0,
@@ -307,11 +332,11 @@ impl PieceCache {
         }
     }
 
-    /// The home line of a key: the top bits of a multiplicative hash of its two words.
+    /// The home line of a key: the top `line_bits` bits of a multiplicative hash of its two words.
     #[inline(always)]
     fn home(&self, key: u128) -> usize {
         let mixed = (key as u64) ^ ((key >> 64) as u64).rotate_left(29);
-        ((mixed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 40) as usize) & ((1 << self.line_bits) - 1)
+        (mixed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.home_shift) as usize
     }
 
     /// Appends the ids of every piece of `chunk` to `out`, in order, and empties it. A piece
@@ -331,12 +356,13 @@ impl PieceCache {
         out.reserve(4 * count);
         let mut written = out.len();
         let mut base = out.as_mut_ptr();
-        for pending in &chunk.pending[..count] {
+        for index in 0..count {
             // SAFETY: `push` wrote the first `length` (here `count`) entries.
-            let pending = unsafe { pending.assume_init_ref() };
-            let line = &self.lines[pending.home].0;
+            let pending = unsafe { chunk.pending[index].assume_init_ref() };
+            let line = &self.lines[pending.home as usize].0;
             let second = line[1].key == pending.key;
-            let slot = if second { &line[1] } else { &line[0] };
+            // An index, not a branch: which slot holds a piece is as good as random.
+            let slot = &line[second as usize];
             // key 0 (a long piece) would match an empty slot: it never takes the fast way.
             let hit = (second | (line[0].key == pending.key)) & (pending.key != 0);
             // SAFETY: `reserve` (here, or after the last miss) left room for four ids a piece
@@ -350,7 +376,7 @@ impl PieceCache {
             } else {
                 // SAFETY: every id below `written` was written above.
                 unsafe { out.set_len(written) };
-                miss(self, pending.piece, pending.key, out);
+                miss(self, pending.piece(), pending.key, out);
                 out.reserve(4 * CHUNK);
                 written = out.len();
                 base = out.as_mut_ptr();

@@ -162,7 +162,10 @@ impl Encoder {
             let mut chunk = cache::Chunk::new();
             // Inlined into the pre-tokeniser's loop: a call per piece costs more than the push.
             self.pretokenizer.for_each_piece_of(text, #[inline(always)] |piece| {
-                if chunk.push(table, piece, cache::key_in(bytes, piece)) {
+                if piece.len() > cache::MAX_PENDING {
+                    table.emit(&mut chunk, out, miss);
+                    miss(table, piece, 0, out);
+                } else if chunk.push(table, piece, cache::key_in(bytes, piece)) {
                     table.emit(&mut chunk, out, miss);
                 }
             });
