@@ -111,14 +111,7 @@ class BaseTokenizer:
         try:
             return encode(*arguments)
         except _core.SpecialTokenFound as found:
-            token, document = found.args
-            text = token.decode("utf-8", "replace")
-            where = f"text {document} of the batch" if batch else "the text"
-            raise EncodeError(
-                f"{where} contains the special token {text!r}, which is disallowed. Pass "
-                f"allowed_special={{{text!r}}} (or 'all') to encode it as a special token, or "
-                f"disallowed_special=() to encode it as ordinary text."
-            ) from None
+            raise _disallowed(found, batch) from None
 
     @staticmethod
     def _threads(num_threads: int | None) -> int | None:
@@ -434,10 +427,16 @@ class Tokenizer(BaseTokenizer):
             return self._truncated(self.encode, text, max_tokens, allowed_special=allowed_special,
                                    disallowed_special=disallowed_special, sample=sample, alpha=alpha,
                                    dropout=dropout, seed=seed)
-        policy = self._policy(allowed_special, disallowed_special)
+        try:  # arguments seen before: one lookup, as this runs once per text
+            policy = self._policies[allowed_special, disallowed_special]
+        except (KeyError, TypeError):
+            policy = self._policy(allowed_special, disallowed_special)
+        if not sample and dropout is None:
+            try:
+                return self._encoder.encode(text, policy)
+            except _core.SpecialTokenFound as found:
+                raise _disallowed(found, False) from None
         randomness = self._randomness(sample, alpha, dropout, seed)
-        if randomness is None:
-            return self._with_policy(self._encoder.encode, text, policy, batch=False)
         return self._with_policy(self._encoder.encode_sampled, text, policy, *randomness, batch=False)
 
     def encode_nbest(
@@ -507,8 +506,14 @@ class Tokenizer(BaseTokenizer):
         if max_tokens is not None:
             return self._truncated(self.encode_to_numpy, text, max_tokens, allowed_special=allowed_special,
                                    disallowed_special=disallowed_special)
-        policy = self._policy(allowed_special, disallowed_special)
-        return self._with_policy(self._encoder.encode_to_numpy, text, policy, batch=False)
+        try:  # as in `encode`
+            policy = self._policies[allowed_special, disallowed_special]
+        except (KeyError, TypeError):
+            policy = self._policy(allowed_special, disallowed_special)
+        try:
+            return self._encoder.encode_to_numpy(text, policy)
+        except _core.SpecialTokenFound as found:
+            raise _disallowed(found, False) from None
 
     def encode_batch(
         self,
@@ -628,3 +633,15 @@ def _freeze(special: SpecialSet) -> Any:
             raise EncodeError(f"special-token sets are 'all' or a collection of str, not the str {special!r}")
         return special
     return frozenset(special)
+
+
+def _disallowed(found: Exception, batch: bool) -> EncodeError:
+    """The EncodeError for the core's SpecialTokenFound: which special token, where, and how to let it through."""
+    token, document = found.args
+    text = token.decode("utf-8", "replace")
+    where = f"text {document} of the batch" if batch else "the text"
+    return EncodeError(
+        f"{where} contains the special token {text!r}, which is disallowed. Pass "
+        f"allowed_special={{{text!r}}} (or 'all') to encode it as a special token, or "
+        f"disallowed_special=() to encode it as ordinary text."
+    )
