@@ -1,10 +1,12 @@
 """Encoding throughput: polytok vs gigatoken and tiktoken, on the real o200k_base and cl100k_base
 ranks and a polytok-trained 32k BPE (cl100k pattern), over ../shared/data cut into documents.
 
-Every measurement runs in its own spawned process. One-thread runs are pinned to one core
-(sched_setaffinity) and encode document by document, with the ids as a Python list and as a
-numpy array, timed in CPU seconds; batch runs hand all documents to each library's batch call on
-every core, timed on the wall clock. Before timing, each run's ids (all documents, in order) are hashed with SHA-256 and
+Each library runs in its own spawned process, set up once per vocabulary and mode; the runs are
+timed in rounds, one run of each library a round, so that a drift in the machine's speed reaches
+every library alike, and a ratio is the median of the rounds' ratios. One-thread runs are pinned
+to one core (sched_setaffinity) and encode document by document, with the ids as a Python list
+and as a numpy array, timed in CPU seconds; batch runs hand all documents to each library's
+batch call on every core, timed on the wall clock. Before timing, each run's ids (all documents, in order) are hashed with SHA-256 and
 the hashes must be equal across libraries. Prints MB/s, peak memory (RSS above the process's
 baseline) and polytok's speed over each peer.
 
@@ -179,31 +181,31 @@ def rss_mb(field: str) -> float:
     raise RuntimeError(f"{field} not in /proc/self/status")
 
 
-def measure(library: str, vocab: str, mode: str, megabytes: float, repeats: int, queue) -> None:
-    """Child process: hashes the ids, then times `repeats` runs; reports (sha256, tokens,
-    median s, peak RSS MB above the RSS before the timed runs)."""
+def worker(library: str, vocab: str, mode: str, megabytes: float, connection) -> None:
+    """Child process for one library: builds its encoder, sends (sha256 of the ids, or None when
+    the library has no such mode), then times one run for every request until it gets None and
+    answers each with (seconds, peak RSS MB above the RSS before the timed runs)."""
     if MODES[mode][0]:
         os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     docs = documents(megabytes)
     made = make_encoder(library, vocab, mode)
     if made is None:
-        queue.put(None)
+        connection.send(None)
         return
     call, flatten = made
     ids = flatten(call(docs))  # also the warm-up
-    digest = hashlib.sha256(ids.tobytes()).hexdigest()
+    connection.send(hashlib.sha256(ids.tobytes()).hexdigest())
     del ids
     reset_peak_rss()
     baseline = rss_mb("VmRSS")
     # One thread: CPU time, which other jobs on the machine do not inflate; batches: wall time.
     clock = time.process_time if MODES[mode][0] else time.perf_counter
-    times = []
-    for _ in range(repeats):
+    while connection.recv() is not None:
         start = clock()
         result = call(docs)
-        times.append(clock() - start)
+        seconds = clock() - start
         del result
-    queue.put((digest, statistics.median(times), rss_mb("VmHWM") - baseline))
+        connection.send((seconds, rss_mb("VmHWM") - baseline))
 
 
 def run_child(target, *args):
@@ -218,30 +220,67 @@ def run_child(target, *args):
     return result
 
 
+def interleaved(vocab: str, mode: str, megabytes: float, rounds: int) -> dict[str, tuple[str, list[float], float]]:
+    """library -> (sha256 of its ids, its seconds in each round, peak MB). Each library runs in
+    its own process, set up once; a round times one run of each, one library at a time, in an
+    order that turns every round, so a machine whose speed drifts slows every library alike."""
+    context = multiprocessing.get_context("spawn")
+    workers = {}
+    for library in LIBRARIES:
+        mine, theirs = context.Pipe()
+        process = context.Process(target=worker, args=(library, vocab, mode, megabytes, theirs))
+        process.start()
+        workers[library] = (process, mine)
+
+    def receive(library: str):
+        process, connection = workers[library]
+        try:
+            return connection.recv()
+        except EOFError:
+            process.join()
+            raise SystemExit(f"{vocab} {mode} {library}: the measuring process failed "
+                             f"(exit code {process.exitcode})") from None
+
+    digests = {library: receive(library) for library in LIBRARIES}
+    active = [library for library in LIBRARIES if digests[library] is not None]
+    times: dict[str, list[float]] = {library: [] for library in active}
+    peaks = dict.fromkeys(active, 0.0)
+    for index in range(rounds):
+        for library in active[index % len(active):] + active[:index % len(active)]:
+            workers[library][1].send(True)
+            seconds, peak = receive(library)
+            times[library].append(seconds)
+            peaks[library] = max(peaks[library], peak)
+    for process, connection in workers.values():
+        if process.is_alive():
+            connection.send(None)
+        process.join()
+    return {library: (digests[library], times[library], peaks[library]) for library in active}
+
+
 def speed(args) -> None:
     docs = documents(args.mb)
     megabytes = sum(len(doc.encode("utf-8")) for doc in docs) / 1e6
-    print(f"{megabytes:.1f} MB in {len(docs)} documents from {DATA}; {os.cpu_count()} cores; median of {args.repeats}; "
-          f"one-thread runs pinned to one core")
+    print(f"{megabytes:.1f} MB in {len(docs)} documents from {DATA}; {os.cpu_count()} cores; {args.repeats} rounds, "
+          f"each timing one run of every library in turn; MB/s of the median run; ratios are medians of the "
+          f"rounds' ratios; one-thread runs pinned to one core")
     # Prepare the files once, so no child trains or unpacks.
     rank_files()
     trained_bpe()
     print(f"{'vocab':<7} {'mode':<12} {'library':<10} {'MB/s':>8} {'peak MB':>8}  sha256")
     for vocab in args.vocab:
         for mode in args.modes:
-            results = {}
-            for library in LIBRARIES:
-                result = run_child(measure, library, vocab, mode, args.mb, args.repeats)
-                if result is None:
-                    continue
-                digest, seconds, peak = result
-                results[library] = (digest, seconds)
-                print(f"{vocab:<7} {mode:<12} {library:<10} {megabytes / seconds:8.1f} {peak:8.1f}  {digest[:16]}", flush=True)
-            digests = {digest for digest, _ in results.values()}
+            results = interleaved(vocab, mode, args.mb, args.repeats)
+            for library, (digest, seconds, peak) in results.items():
+                print(f"{vocab:<7} {mode:<12} {library:<10} {megabytes / statistics.median(seconds):8.1f} "
+                      f"{peak:8.1f}  {digest[:16]}", flush=True)
+            digests = {digest for digest, _, _ in results.values()}
             if len(digests) != 1:
                 raise SystemExit(f"{vocab} {mode}: the libraries' ids differ: {results}")
             ours = results["polytok"][1]
-            ratios = ", ".join(f"{results[peer][1] / ours:.2f}x {peer}" for peer in results if peer != "polytok")
+            ratios = ", ".join(
+                f"{statistics.median([theirs / mine for mine, theirs in zip(ours, results[peer][1])]):.2f}x {peer}"
+                for peer in results if peer != "polytok")
             print(f"{vocab:<7} {mode:<12} polytok = {ratios} (same ids)", flush=True)
 
 
@@ -280,30 +319,31 @@ SAMPLE_SECONDS = 0.25
 a single encoding of 1 MB takes 10-60 ms, too short to time steadily on a shared machine."""
 
 
-def time_run(tokenizer, text: str, repeats: int) -> float:
-    """CPU time (user + system, so page faults count) of one encoding of `text`: the least, over
-    `repeats` samples, of a sample's time divided by its encodings."""
-    best = float("inf")
-    for _ in range(repeats):
-        calls, start = 0, time.process_time()
-        while True:
-            tokenizer.encode_ordinary(text)
-            calls += 1
-            elapsed = time.process_time() - start
-            if elapsed >= SAMPLE_SECONDS:
-                break
-        best = min(best, elapsed / calls)
-    return best
+def sample(tokenizer, text: str) -> float:
+    """CPU time (user + system, so page faults count) of one encoding of `text`: one sample's
+    time divided by its encodings."""
+    calls, start = 0, time.process_time()
+    while True:
+        tokenizer.encode_ordinary(text)
+        calls += 1
+        elapsed = time.process_time() - start
+        if elapsed >= SAMPLE_SECONDS:
+            return elapsed / calls
 
 
 def worst_case_child(label: str, repeats: int, queue) -> None:
+    """Per run: the least of `repeats` samples at 1 MB and at 4 MB, the sizes taken in turn so
+    that a drift in the machine's speed reaches both."""
     os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     tokenizer = worst_case_tokenizers()[label]
     rows = []
     for name, unit in RUNS.items():
         size = len(unit.encode("utf-8"))
         small, large = unit * (1_000_000 // size), unit * (4_000_000 // size)
-        one, four = time_run(tokenizer, small, repeats), time_run(tokenizer, large, repeats)
+        one = four = float("inf")
+        for _ in range(repeats):
+            one = min(one, sample(tokenizer, small))
+            four = min(four, sample(tokenizer, large))
         rows.append((name, one, four))
     queue.put(rows)
 
@@ -325,21 +365,21 @@ def worst_case(args) -> None:
 
 
 def cache_child(megabytes: float, repeats: int, queue) -> None:
+    """Per segmenter: the least of `repeats` timings with its cache and without, taken in turn."""
     os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
     docs = documents(megabytes)
     rows = []
     for label, tokenizer in worst_case_tokenizers().items():
-        speeds = {}
-        for size in (tokenizer.cache_size, 0):
-            tokenizer.cache_size = size
-            [tokenizer.encode_to_numpy(doc, disallowed_special=()) for doc in docs[:200]]
-            best = float("inf")
-            for _ in range(repeats):
+        sizes = (tokenizer.cache_size, 0)
+        best = dict.fromkeys(sizes, float("inf"))
+        for index in range(repeats + 1):
+            for size in sizes:
+                tokenizer.cache_size = size
                 start = time.process_time()
                 [tokenizer.encode_to_numpy(doc, disallowed_special=()) for doc in docs]
-                best = min(best, time.process_time() - start)
-            speeds[size] = best
-        rows.append((label, *speeds.values()))
+                if index:  # the first round warms up
+                    best[size] = min(best[size], time.process_time() - start)
+        rows.append((label, *best.values()))
     queue.put(rows)
 
 
@@ -354,7 +394,8 @@ def cache_effect(args) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=float, default=25.0, help="size of the benchmark text in MB")
-    parser.add_argument("--repeats", type=int, default=3, help="timed runs per measurement (median reported)")
+    parser.add_argument("--repeats", type=int, default=5,
+                        help="rounds of timed runs (speed: one run of each library a round), or samples a worst-case call")
     parser.add_argument("--vocab", nargs="+", choices=VOCABS, default=VOCABS)
     parser.add_argument("--modes", nargs="+", choices=list(MODES), default=list(MODES))
     parser.add_argument("--worst-case", action="store_true", help="time 1 MB and 4 MB runs of one character instead")
