@@ -15,7 +15,10 @@
 //! are. A new piece takes the first free slot of its line or of the next PROBE_LINES - 1 lines
 //! (slots are never freed, so a lookup stops at the first line with a free slot); when all of
 //! them are full it evicts the older piece of its own line, so a working set larger than the
-//! table loses only its rarest pieces. The rest go to a hash map emptied when full.
+//! table loses only its rarest pieces. Pieces of 16 to 31 bytes with up to six ids take a line
+//! each in a second, smaller array (first come, first served; its line is asked for while
+//! pre-tokenising too). The rest go to a hash map; the map and the second array are emptied
+//! together when the map is full.
 use std::cell::RefCell;
 use std::mem::MaybeUninit;
 
@@ -60,6 +63,40 @@ struct Slot {
 #[derive(Clone, Copy)]
 #[repr(C, align(64))]
 struct Line([Slot; 2]);
+
+/// The most ids a `WideSlot` holds.
+const WIDE_IDS: usize = 6;
+
+/// A piece of 16 to 31 bytes, one cache line: its first and its last 16 bytes (which overlap)
+/// and its length are the key (length 0: an empty slot), then up to WIDE_IDS ids.
+#[derive(Clone, Copy)]
+#[repr(C, align(64))]
+struct WideSlot {
+    first: u128,
+    last: u128,
+    length: u32,
+    count: u32,
+    ids: [u32; WIDE_IDS],
+}
+
+impl WideSlot {
+    const EMPTY: WideSlot = WideSlot { first: 0, last: 0, length: 0, count: 0, ids: [0; WIDE_IDS] };
+}
+
+/// Whether a piece of `length` bytes belongs in the wide array.
+#[inline(always)]
+fn is_wide(length: usize) -> bool {
+    (16..32).contains(&length)
+}
+
+/// The first and the last 16 bytes of a piece of 16 to 31 bytes: with its length, they tell it
+/// apart from any other such piece.
+#[inline(always)]
+fn wide_key(piece: &[u8]) -> (u128, u128) {
+    let first = u128::from_le_bytes(piece[..16].try_into().unwrap());
+    let last = u128::from_le_bytes(piece[piece.len() - 16..].try_into().unwrap());
+    (first, last)
+}
 
 
 /// The slot holding `key` among the lines from `home` on, stopping at the first line with a
@@ -177,7 +214,10 @@ pub struct PieceCache {
     lines: Lines,
     /// 64 - log2(lines): `home` keeps the hash's top bits.
     home_shift: u32,
-    /// The pieces the array does not take, and the most it holds before it is emptied.
+    /// Pieces of 16 to 31 bytes (see `WideSlot`), and 64 - log2 of their number.
+    wide: Box<[WideSlot]>,
+    wide_shift: u32,
+    /// The pieces the arrays do not take, and the most it holds before it is emptied.
     other: FxHashMap<Box<[u8]>, Entry>,
     other_capacity: usize,
     /// The bytes of the pieces and ids in `other`, and the most it holds before it is emptied.
@@ -303,7 +343,11 @@ impl<'a> Chunk<'a> {
     #[inline(always)]
     pub fn push(&mut self, table: &PieceCache, piece: &'a [u8], key: u128) -> bool {
         let home = table.home(key);
-        prefetch(table.lines.as_ptr().wrapping_add(home));
+        if key != 0 {
+            prefetch(table.lines.as_ptr().wrapping_add(home));
+        } else if is_wide(piece.len()) {
+            prefetch(table.wide.as_ptr().wrapping_add(table.wide_home(piece)));
+        }
         assert!(piece.len() <= MAX_PENDING, "a piece of more than MAX_PENDING bytes is not pushed");
         let (start, length) = (piece.as_ptr(), piece.len() as u32);
         let pending = Pending { key, start, length, home: home as u32, piece: std::marker::PhantomData };
@@ -316,14 +360,18 @@ impl<'a> Chunk<'a> {
 
 impl PieceCache {
     /// A table for about `capacity` pieces: three quarters of them, rounded down to a power of
-    /// two (at least two lines), in the array, a quarter in the map.
+    /// two (at least two lines), in the array, a quarter in the map, and a line for every 16
+    /// (at least two) in the wide array.
     fn new(owner: u64, capacity: usize) -> Self {
         let line_bits = (capacity / 4 * 3 / 2).max(2).ilog2().min(MAX_LINE_BITS);
+        let wide_bits = (capacity / 16).max(2).ilog2().min(MAX_LINE_BITS);
         PieceCache {
             owner,
             capacity,
             lines: Lines::zeroed(1 << line_bits),
             home_shift: 64 - line_bits,
+            wide: vec![WideSlot::EMPTY; 1 << wide_bits].into_boxed_slice(),
+            wide_shift: 64 - wide_bits,
             other: FxHashMap::default(),
             other_capacity: (capacity / 4).max(1),
             other_bytes: 0,
@@ -337,6 +385,26 @@ impl PieceCache {
     fn home(&self, key: u128) -> usize {
         let mixed = (key as u64) ^ ((key >> 64) as u64).rotate_left(29);
         (mixed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.home_shift) as usize
+    }
+
+    /// The line of a piece of 16 to 31 bytes in the wide array: a multiplicative hash, as `home`.
+    #[inline(always)]
+    fn wide_home(&self, piece: &[u8]) -> usize {
+        let (first, last) = wide_key(piece);
+        let mixed = (first as u64)
+            ^ ((first >> 64) as u64).rotate_left(17)
+            ^ (last as u64).rotate_left(34)
+            ^ ((last >> 64) as u64).rotate_left(51)
+            ^ piece.len() as u64;
+        (mixed.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> self.wide_shift) as usize
+    }
+
+    /// The wide slot holding `piece` (16 to 31 bytes), if any.
+    #[inline]
+    fn wide_slot(&self, piece: &[u8]) -> Option<&WideSlot> {
+        let slot = &self.wide[self.wide_home(piece)];
+        let (first, last) = wide_key(piece);
+        (slot.length as usize == piece.len() && slot.first == first && slot.last == last).then_some(slot)
     }
 
     /// Appends the ids of every piece of `chunk` to `out`, in order, and empties it. A piece
@@ -398,6 +466,11 @@ impl PieceCache {
             if self.other.is_empty() {
                 return false;
             }
+        } else if is_wide(piece.len()) {
+            if let Some(slot) = self.wide_slot(piece) {
+                out.extend_from_slice(&slot.ids[..slot.count as usize]);
+                return true;
+            }
         }
         let Some(entry) = self.other.get(piece) else {
             return false;
@@ -413,7 +486,8 @@ impl PieceCache {
     }
 
     /// Stores `ids` as the cut of `piece` (at most MAX_CACHED_PIECE bytes, not cached yet): in
-    /// the array (see `place`), or in the map, emptied first when full (in pieces or bytes).
+    /// the array (see `place`), in its wide line if that is free, or in the map, emptied first
+    /// (with the wide array) when full (in pieces or bytes).
     pub fn insert(&mut self, piece: &[u8], ids: &[u32]) {
         if piece.len() < 16 && !ids.is_empty() && ids.len() <= 3 {
             let key = packed(piece);
@@ -423,6 +497,17 @@ impl PieceCache {
             place(&mut self.lines, home, Slot { key, ids: inline, count: ids.len() as u32 });
             return;
         }
+        if is_wide(piece.len()) && !ids.is_empty() && ids.len() <= WIDE_IDS {
+            let home = self.wide_home(piece);
+            let slot = &mut self.wide[home];
+            if slot.length == 0 {
+                let (first, last) = wide_key(piece);
+                let mut inline = [0; WIDE_IDS];
+                inline[..ids.len()].copy_from_slice(ids);
+                *slot = WideSlot { first, last, length: piece.len() as u32, count: ids.len() as u32, ids: inline };
+                return;
+            }
+        }
         let cost = piece.len() + std::mem::size_of_val(ids);
         if cost > self.other_budget {
             return; // larger than the whole map may be
@@ -431,6 +516,7 @@ impl PieceCache {
             self.other.clear();
             self.spill.clear();
             self.other_bytes = 0;
+            self.wide.fill(WideSlot::EMPTY);
         }
         self.other_bytes += cost;
         let entry = if ids.len() <= 3 {
@@ -620,6 +706,39 @@ mod tests {
         assert!(cache.extend(&small, 0, &mut out) && out == ids);
         cache.insert(&[b'z'; 1030], &[9]);
         assert!(!cache.extend(&[b'z'; 1030], 0, &mut Vec::new()));
+    }
+
+    #[test]
+    fn pieces_of_16_to_31_bytes_take_the_wide_array_first_come_first_served() {
+        // 4 wide lines; the map holds at most 16 pieces.
+        let mut cache = PieceCache::new(0, 64);
+        let wide: Vec<Vec<u8>> = (0..12u8)
+            .map(|i| (0..16 + i as usize % 16).map(|at| b'a' + (i + at as u8) % 26).collect())
+            .collect();
+        for (i, bytes) in wide.iter().enumerate() {
+            let ids: Vec<u32> = (0..1 + i as u32 % 6).collect();
+            cache.insert(bytes, &ids);
+            let mut out = Vec::new();
+            assert!(cache.extend(bytes, key_in(bytes, bytes), &mut out) && out == ids, "{i}");
+        }
+        // Four lines: at most four pieces are in the array, the others in the map.
+        let taken = cache.wide.iter().filter(|slot| slot.length != 0).count();
+        assert!((1..=4).contains(&taken) && cache.other.len() == 12 - taken);
+        for (i, bytes) in wide.iter().enumerate() {
+            let mut out = vec![9];
+            let ids: Vec<u32> = (0..1 + i as u32 % 6).collect();
+            assert!(cache.extend(bytes, 0, &mut out) && out[1..] == ids[..], "{i}");
+        }
+        // Seven ids go to the map; a full map empties the wide array with it.
+        let (bytes, ids) = (vec![b'z'; 20], (0..7).collect::<Vec<u32>>());
+        let before = cache.other.len();
+        cache.insert(&bytes, &ids);
+        assert_eq!(cache.other.len(), before + 1);
+        for i in 0..64u32 {
+            cache.insert(format!("{i:>40}").as_bytes(), &[i]);
+        }
+        assert!(cache.other.len() <= 16);
+        assert!(cache.wide.iter().all(|slot| slot.length == 0));
     }
 
     #[test]
