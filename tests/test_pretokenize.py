@@ -122,12 +122,13 @@ def test_preset_equals_regex_findall_on_mostly_ascii_text(pretokenizers: dict, n
     assert pretokenizers[name].split(text) == findall_bytes(COMPILED[name], text)
 
 
-# Plain text: ASCII and Latin-1 letters, digits, punctuation, single spaces and line breaks,
-# which cl100k and o200k cut 64 bytes at a time from bit masks, in stretches of over 64 bytes;
-# the rarer parts (double spaces, a space before a line break, apostrophes, tabs, ×, ÷, other
-# non-ASCII letters, marks and spaces) end a stretch anywhere in the block. Punctuation before a
-# word (alone, after a space, in runs), case changes and digit runs across the groups of three
-# are where the mask rules meet.
+# Plain text: ASCII and Latin-1 letters, digits, punctuation, runs of spaces and tabs, and line
+# breaks, which cl100k and o200k cut 64 bytes at a time from bit masks, in stretches of over 64
+# bytes; the rarer parts (a blank before a line break, blanks after one that run on into
+# whitespace, apostrophes, ×, ÷, other non-ASCII letters, marks and spaces) end a stretch
+# anywhere in the block. Punctuation before a word (alone, after a space or a tab, in runs), case
+# changes, digit runs across the groups of three and blank runs before words, digits and
+# punctuation are where the mask rules meet.
 plain_text = st.lists(
     st.one_of(
         st.text(alphabet=string.ascii_letters, min_size=1, max_size=12),
@@ -137,6 +138,9 @@ plain_text = st.lists(
         st.text(alphabet=string.punctuation.replace("'", ""), min_size=1, max_size=3),
         st.sampled_from([" ", " ", " ", " a", " (", "(", " 1", ". ", "/", "\x7f"]),
         st.sampled_from(["\n", "  ", "'s", "'", "\t", "é", "\u0301", "\xa0", "\r\n", "中", ".\n\n"]),
+        st.sampled_from(["\t\t", " \t", "\t ", "   ", "\n\t\t\t", "\n\n\t\t\t\t", "\n  ", "\t1", "\t(", " \xa0",
+                         "\t\n", "\n\t\xa0", "\n \t"]),
+        st.text(alphabet=" \t", min_size=1, max_size=6),
         st.text(alphabet="ÀÉÖ×ÞßàéöøÿüÜ÷ªµ", min_size=1, max_size=3),
     ),
     min_size=20,

@@ -2,11 +2,12 @@
 //! into bit masks (one bit per byte), from which every piece boundary is computed at once
 //! instead of piece by piece.
 //!
-//! It only decides stretches of *plain* text: ASCII letters, digits, punctuation, single
-//! spaces, runs of line breaks (`\r`, `\n`) and the letters of Latin-1 (U+00C0..U+00FF but × and
-//! ÷). A run of two spaces, a line break after a space, an apostrophe (which could start a
-//! contraction), another control character, any other non-ASCII byte or, for o200k, a `/` after
-//! a line break ends the stretch, and the matcher's other paths take
+//! It only decides stretches of *plain* text: ASCII letters, digits, punctuation, runs of
+//! spaces and tabs, runs of line breaks (`\r`, `\n`) and the letters of Latin-1 (U+00C0..U+00FF
+//! but × and ÷). A line break after a space or tab, a run of spaces and tabs after a line break
+//! that is not followed by a letter, digit or punctuation inside the block, an apostrophe
+//! (which could start a contraction), another control character, any other non-ASCII byte or,
+//! for o200k, a `/` after a line break ends the stretch, and the matcher's other paths take
 //! over there. In plain text the patterns reduce to a few rules on neighbouring bytes, each
 //! looking only backwards (see `boundaries`), so a boundary found inside the stretch is final;
 //! the piece that runs into the stretch's end is left to the caller, which continues from its
@@ -19,6 +20,7 @@ struct Masks {
     lower: u64,
     digit: u64,
     space: u64,
+    tab: u64,
     /// `\r` and `\n`.
     newline: u64,
     slash: u64,
@@ -27,8 +29,8 @@ struct Masks {
     latin: u64,
     latin_upper: u64,
     latin_lower: u64,
-    /// Bytes that end plain text: controls but line breaks, DEL, the apostrophe and non-ASCII
-    /// bytes (but those of Latin-1 letters, see `boundaries`).
+    /// Bytes that end plain text: controls but tabs and line breaks, DEL, the apostrophe and
+    /// non-ASCII bytes (but those of Latin-1 letters, see `boundaries`).
     stop: u64,
 }
 
@@ -61,6 +63,7 @@ fn classify_bytes(bytes: &[u8; 64]) -> Masks {
             b'a'..=b'z' => masks.lower |= bit,
             b'0'..=b'9' => masks.digit |= bit,
             b' ' => masks.space |= bit,
+            b'\t' => masks.tab |= bit,
             b'\r' | b'\n' => masks.newline |= bit,
             b'/' => masks.slash |= bit,
             0..=0x1F | b'\'' | 0x7F..=0xFF => masks.stop |= bit,
@@ -92,15 +95,18 @@ fn classify_sse2(bytes: &[u8; 64]) -> Masks {
             let v = _mm_loadu_si128(bytes.as_ptr().add(16 * k).cast());
             let bits = |m: __m128i| (_mm_movemask_epi8(m) as u32 as u64) << (16 * k);
             let space = _mm_cmpeq_epi8(v, splat(b' '));
+            let tab = _mm_cmpeq_epi8(v, splat(b'\t'));
             let newline = _mm_or_si128(_mm_cmpeq_epi8(v, splat(b'\r')), _mm_cmpeq_epi8(v, splat(b'\n')));
+            let blank = _mm_or_si128(space, tab);
             let stop = _mm_or_si128(
-                _mm_andnot_si128(_mm_or_si128(space, newline), _mm_cmplt_epi8(v, splat(0x21))),
+                _mm_andnot_si128(_mm_or_si128(blank, newline), _mm_cmplt_epi8(v, splat(0x21))),
                 _mm_or_si128(_mm_cmpeq_epi8(v, splat(0x7F)), _mm_cmpeq_epi8(v, splat(b'\''))),
             );
             masks.upper |= bits(between(v, b'A', b'Z'));
             masks.lower |= bits(between(v, b'a', b'z'));
             masks.digit |= bits(between(v, b'0', b'9'));
             masks.space |= bits(space);
+            masks.tab |= bits(tab);
             masks.newline |= bits(newline);
             masks.slash |= bits(_mm_cmpeq_epi8(v, splat(b'/')));
             // Second bytes as signed numbers: 0x80..=0x9E are below 0x9F, 0x9F..=0xBF above 0x9E
@@ -136,8 +142,9 @@ fn classify_avx512(bytes: &[u8; 64]) -> Masks {
     // Unsigned: low..=high is v - low <= high - low.
     let between = |low: u8, high: u8| _mm512_cmple_epu8_mask(_mm512_sub_epi8(v, splat(low)), splat(high - low));
     let space = equal(b' ');
+    let tab = equal(b'\t');
     let newline = equal(b'\r') | equal(b'\n');
-    let stop = (_mm512_cmplt_epu8_mask(v, splat(0x20)) & !newline)
+    let stop = (_mm512_cmplt_epu8_mask(v, splat(0x20)) & !newline & !tab)
         | _mm512_cmpge_epu8_mask(v, splat(0x7F))
         | equal(b'\'');
     Masks {
@@ -145,6 +152,7 @@ fn classify_avx512(bytes: &[u8; 64]) -> Masks {
         lower: between(b'a', b'z'),
         digit: between(b'0', b'9'),
         space,
+        tab,
         newline,
         slash: equal(b'/'),
         latin: equal(0xC3),
@@ -160,7 +168,7 @@ fn classify_avx512(bytes: &[u8; 64]) -> Masks {
 /// o200k's `[\r\n/]*` after punctuation into account.
 #[inline(always)]
 pub fn boundaries<const WIDE: bool>(bytes: &[u8; 64], case_split: bool) -> u64 {
-    let Masks { mut upper, mut lower, digit, space, newline, slash, latin, latin_upper, latin_lower, mut stop } =
+    let Masks { mut upper, mut lower, digit, space, tab, newline, slash, latin, latin_upper, latin_lower, mut stop } =
         classify::<WIDE>(bytes);
     // A Latin-1 letter (0xC3 and its second byte, inside the block) is a letter of its case on
     // both bytes: no rule starts a piece between two letter bytes of one case.
@@ -171,28 +179,44 @@ pub fn boundaries<const WIDE: bool>(bytes: &[u8; 64], case_split: bool) -> u64 {
     lower |= latin_lower | latin_lower << 1;
     stop &= !latin_letters;
     let letter = upper | lower;
-    let other = !(letter | digit | space | newline | stop);
-    // Plain text ends at the first stop byte, the second of two spaces or a line break after a
-    // space (where the whitespace alternatives take more than single spaces), and for o200k at
-    // a slash after a line break (which its punctuation alternative may take with the breaks).
-    let mut end = stop | space & space << 1 | newline & space << 1;
+    let blank = space | tab;
+    let other = !(letter | digit | blank | newline | stop);
+    // What follows a byte inside the block is known to be neither whitespace nor a stop byte
+    // (which may be whitespace, like U+00A0).
+    let before_solid = (letter | digit | other) >> 1;
+    // Runs of blanks (spaces and tabs): their first and last bytes.
+    let run_first = blank & !(blank << 1);
+    let run_last = blank & !(blank >> 1);
+    // Plain text ends at the first stop byte, at a line break after a blank (where the
+    // whitespace alternatives take more than the blanks), and for o200k at a slash after a line
+    // break (which its punctuation alternative may take with the breaks).
+    let mut end = stop | newline & blank << 1;
     if case_split {
         end |= slash & newline << 1;
     }
-    // A space after a line break starts a piece only where something other than whitespace
-    // follows it inside the block (cl100k's `\s++$` takes a run of whitespace that ends the
-    // text whole).
-    end |= space & newline << 1 & !((letter | digit | other) >> 1);
+    // A run of blanks after a line break starts a piece only where something solid follows the
+    // run inside the block: before whitespace that runs on (a stop byte may be U+00A0) to a line
+    // break or the end of the text, the line-break alternatives take it with the breaks. The
+    // runs whose last blank has a solid follower, filled back to their first byte (an addition
+    // on the reversed bits carries through each run).
+    let after_break = run_first & newline << 1;
+    let reversed = blank.reverse_bits();
+    let carried = reversed.wrapping_add((run_last & before_solid).reverse_bits()) ^ reversed;
+    let followed = (carried & reversed).reverse_bits();
+    end |= after_break & !followed;
     let length = end.trailing_zeros();
-    // Every single space starts a piece: before it stands a letter, digit, punctuation or line
-    // break (or the start), none of which a piece continues with a space.
-    let mut starts = 1 | space;
-    // A run of letters starts a piece, unless a space or a lone punctuation character that
-    // starts a piece (after a letter or digit, or at the start) comes right before it: the
-    // patterns' optional `[^\r\n\p{L}\p{N}]` in front of a word takes it.
+    // A run of blanks starts a piece: before it stands a letter, digit, punctuation or line
+    // break (or the start), none of which a piece continues with a blank. In a run of two or
+    // more, `\s+(?!\S)` leaves the last blank to what follows it, so it starts a piece too when
+    // something solid follows inside the block.
+    let mut starts = 1 | run_first | run_last & blank << 1 & before_solid;
+    // A run of letters starts a piece, unless a blank or a lone punctuation character that
+    // starts a piece (after a letter, digit or tab, or at the start) comes right before it: the
+    // patterns' optional `[^\r\n\p{L}\p{N}]` in front of a word takes it. A space before a
+    // punctuation character joins it (` ?[^\s\p{L}\p{N}]+`); a tab does not.
     let letter_runs = letter & !(letter << 1);
     let lone_other = other << 1 & !(other << 2) & !(space << 2);
-    starts |= letter_runs & !(space << 1) & !lone_other;
+    starts |= letter_runs & !(blank << 1) & !lone_other;
     if case_split {
         // o200k's words are `[upper]*[lower]+` or `[upper]+[lower]*`.
         starts |= upper & lower << 1;
@@ -237,8 +261,8 @@ mod tests {
                 // SAFETY: the CPU has AVX-512BW.
                 let wide = unsafe { classify_avx512(&bytes) };
                 assert_eq!(
-                    [wide.upper, wide.lower, wide.digit, wide.space, wide.newline, wide.slash],
-                    [plain.upper, plain.lower, plain.digit, plain.space, plain.newline, plain.slash]
+                    [wide.upper, wide.lower, wide.digit, wide.space, wide.tab, wide.newline, wide.slash],
+                    [plain.upper, plain.lower, plain.digit, plain.space, plain.tab, plain.newline, plain.slash]
                 );
                 assert_eq!(
                     [wide.latin, wide.latin_upper, wide.latin_lower, wide.stop],
@@ -250,6 +274,7 @@ mod tests {
             assert_eq!(vector.lower, plain.lower);
             assert_eq!(vector.digit, plain.digit);
             assert_eq!(vector.space, plain.space);
+            assert_eq!(vector.tab, plain.tab);
             assert_eq!(vector.newline, plain.newline);
             assert_eq!(vector.slash, plain.slash);
             assert_eq!(vector.latin, plain.latin);
