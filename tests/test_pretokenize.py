@@ -125,10 +125,10 @@ def test_preset_equals_regex_findall_on_mostly_ascii_text(pretokenizers: dict, n
 # Plain text: ASCII and Latin-1 letters, digits, punctuation, runs of spaces and tabs, and line
 # breaks, which cl100k and o200k cut 64 bytes at a time from bit masks, in stretches of over 64
 # bytes; the rarer parts (a blank before a line break, blanks after one that run on into
-# whitespace, apostrophes, ×, ÷, other non-ASCII letters, marks and spaces) end a stretch
-# anywhere in the block. Punctuation before a word (alone, after a space or a tab, in runs), case
-# changes, digit runs across the groups of three and blank runs before words, digits and
-# punctuation are where the mask rules meet.
+# whitespace, an apostrophe before a letter that may start a contraction, ×, ÷, other non-ASCII
+# letters, marks and spaces) end a stretch anywhere in the block. Punctuation before a word (alone, after a space or a tab, in runs), case
+# changes, digit runs across the groups of three, blank runs before words, digits and
+# punctuation, and apostrophes before other letters are where the mask rules meet.
 plain_text = st.lists(
     st.one_of(
         st.text(alphabet=string.ascii_letters, min_size=1, max_size=12),
@@ -140,6 +140,7 @@ plain_text = st.lists(
         st.sampled_from(["\n", "  ", "'s", "'", "\t", "é", "\u0301", "\xa0", "\r\n", "中", ".\n\n"]),
         st.sampled_from(["\t\t", " \t", "\t ", "   ", "\n\t\t\t", "\n\n\t\t\t\t", "\n  ", "\t1", "\t(", " \xa0",
                          "\t\n", "\n\t\xa0", "\n \t"]),
+        st.sampled_from(["l'", "qu'", "'x", "'é", "''", " '", "'1", "'(", "'S", "'re", "'ll", "'l", "'V"]),
         st.text(alphabet=" \t", min_size=1, max_size=6),
         st.text(alphabet="ÀÉÖ×ÞßàéöøÿüÜ÷ªµ", min_size=1, max_size=3),
     ),

@@ -5,13 +5,15 @@
 //! It only decides stretches of *plain* text: ASCII letters, digits, punctuation, runs of
 //! spaces and tabs, runs of line breaks (`\r`, `\n`) and the letters of Latin-1 (U+00C0..U+00FF
 //! but × and ÷). A line break after a space or tab, a run of spaces and tabs after a line break
-//! that is not followed by a letter, digit or punctuation inside the block, an apostrophe
-//! (which could start a contraction), another control character, any other non-ASCII byte or,
-//! for o200k, a `/` after a line break ends the stretch, and the matcher's other paths take
-//! over there. In plain text the patterns reduce to a few rules on neighbouring bytes, each
-//! looking only backwards (see `boundaries`), so a boundary found inside the stretch is final;
-//! the piece that runs into the stretch's end is left to the caller, which continues from its
-//! start.
+//! that is not followed by a letter, digit or punctuation inside the block, an apostrophe that
+//! could start a contraction (one before s, t, m, d, r, v or l in either case, before a
+//! non-ASCII character but a Latin-1 letter, or at the block's end), another control
+//! character, any other non-ASCII byte or, for o200k, a `/` after a line break ends the
+//! stretch, and the matcher's other paths take over there. In plain text the patterns reduce
+//! to a few rules on neighbouring bytes, each looking ahead at most one byte or one run of
+//! blanks, and only inside the block (see `boundaries`), so a boundary found inside the stretch
+//! is final; the piece that runs into the stretch's end is left to the caller, which continues
+//! from its start.
 
 /// Bit masks of the classes of 64 bytes (bit i: byte i).
 #[derive(Default)]
@@ -24,13 +26,17 @@ struct Masks {
     /// `\r` and `\n`.
     newline: u64,
     slash: u64,
+    apostrophe: u64,
+    /// The letters a contraction may start with after its apostrophe: s, t, m, d, r, v, l in
+    /// either case (`'s`, `'t`, `'m`, `'d`, `'re`, `'ve`, `'ll`).
+    contraction: u64,
     /// The lead byte 0xC3 of U+00C0..U+00FF, and the second bytes of its upper-case (U+00C0..
     /// U+00DE but ×) and lower-case (U+00DF..U+00FF but ÷) letters.
     latin: u64,
     latin_upper: u64,
     latin_lower: u64,
-    /// Bytes that end plain text: controls but tabs and line breaks, DEL, the apostrophe and
-    /// non-ASCII bytes (but those of Latin-1 letters, see `boundaries`).
+    /// Bytes that end plain text: controls but tabs and line breaks, DEL and non-ASCII bytes
+    /// (but those of Latin-1 letters, see `boundaries`).
     stop: u64,
 }
 
@@ -66,8 +72,12 @@ fn classify_bytes(bytes: &[u8; 64]) -> Masks {
             b'\t' => masks.tab |= bit,
             b'\r' | b'\n' => masks.newline |= bit,
             b'/' => masks.slash |= bit,
-            0..=0x1F | b'\'' | 0x7F..=0xFF => masks.stop |= bit,
+            b'\'' => masks.apostrophe |= bit,
+            0..=0x1F | 0x7F..=0xFF => masks.stop |= bit,
             _ => {}
+        }
+        if b"sStTmMdDrRvVlL".contains(&byte) {
+            masks.contraction |= bit;
         }
         match byte {
             0xC3 => masks.latin |= bit,
@@ -100,8 +110,13 @@ fn classify_sse2(bytes: &[u8; 64]) -> Masks {
             let blank = _mm_or_si128(space, tab);
             let stop = _mm_or_si128(
                 _mm_andnot_si128(_mm_or_si128(blank, newline), _mm_cmplt_epi8(v, splat(0x21))),
-                _mm_or_si128(_mm_cmpeq_epi8(v, splat(0x7F)), _mm_cmpeq_epi8(v, splat(b'\''))),
+                _mm_cmpeq_epi8(v, splat(0x7F)),
             );
+            // Lower case: the letter itself or its upper case with bit 5 set.
+            let folded = _mm_or_si128(v, splat(0x20));
+            let contraction = b"stmdrvl".iter().fold(_mm_setzero_si128(), |all, &letter| {
+                _mm_or_si128(all, _mm_cmpeq_epi8(folded, splat(letter)))
+            });
             masks.upper |= bits(between(v, b'A', b'Z'));
             masks.lower |= bits(between(v, b'a', b'z'));
             masks.digit |= bits(between(v, b'0', b'9'));
@@ -109,6 +124,8 @@ fn classify_sse2(bytes: &[u8; 64]) -> Masks {
             masks.tab |= bits(tab);
             masks.newline |= bits(newline);
             masks.slash |= bits(_mm_cmpeq_epi8(v, splat(b'/')));
+            masks.apostrophe |= bits(_mm_cmpeq_epi8(v, splat(b'\'')));
+            masks.contraction |= bits(contraction);
             // Second bytes as signed numbers: 0x80..=0x9E are below 0x9F, 0x9F..=0xBF above 0x9E
             // and below 0xC0.
             masks.latin |= bits(_mm_cmpeq_epi8(v, splat(0xC3)));
@@ -144,9 +161,10 @@ fn classify_avx512(bytes: &[u8; 64]) -> Masks {
     let space = equal(b' ');
     let tab = equal(b'\t');
     let newline = equal(b'\r') | equal(b'\n');
-    let stop = (_mm512_cmplt_epu8_mask(v, splat(0x20)) & !newline & !tab)
-        | _mm512_cmpge_epu8_mask(v, splat(0x7F))
-        | equal(b'\'');
+    let stop = (_mm512_cmplt_epu8_mask(v, splat(0x20)) & !newline & !tab) | _mm512_cmpge_epu8_mask(v, splat(0x7F));
+    // Lower case: the letter itself or its upper case with bit 5 set.
+    let folded = _mm512_or_si512(v, splat(0x20));
+    let contraction = b"stmdrvl".iter().fold(0, |all, &letter| all | _mm512_cmpeq_epi8_mask(folded, splat(letter)));
     Masks {
         upper: between(b'A', b'Z'),
         lower: between(b'a', b'z'),
@@ -155,6 +173,8 @@ fn classify_avx512(bytes: &[u8; 64]) -> Masks {
         tab,
         newline,
         slash: equal(b'/'),
+        apostrophe: equal(b'\''),
+        contraction,
         latin: equal(0xC3),
         latin_upper: between(0x80, 0x9E) & !equal(0x97),
         latin_lower: between(0x9F, 0xBF) & !equal(0xB7),
@@ -168,8 +188,26 @@ fn classify_avx512(bytes: &[u8; 64]) -> Masks {
 /// o200k's `[\r\n/]*` after punctuation into account.
 #[inline(always)]
 pub fn boundaries<const WIDE: bool>(bytes: &[u8; 64], case_split: bool) -> u64 {
-    let Masks { mut upper, mut lower, digit, space, tab, newline, slash, latin, latin_upper, latin_lower, mut stop } =
-        classify::<WIDE>(bytes);
+    let Masks {
+        mut upper,
+        mut lower,
+        digit,
+        space,
+        tab,
+        newline,
+        slash,
+        apostrophe,
+        contraction,
+        latin,
+        latin_upper,
+        latin_lower,
+        mut stop,
+    } = classify::<WIDE>(bytes);
+    // An apostrophe that cannot start a contraction is punctuation like any other: no
+    // alternative treats it otherwise. That is known where the byte after it, inside the block,
+    // is ASCII but not one of the contraction's letters, or starts a Latin-1 letter; other
+    // non-ASCII letters may fold to one (`(?i)'s` matches "'ſ").
+    stop |= apostrophe & !((!(contraction | stop) | latin) >> 1);
     // A Latin-1 letter (0xC3 and its second byte, inside the block) is a letter of its case on
     // both bytes: no rule starts a piece between two letter bytes of one case.
     let latin_upper = latin & latin_upper >> 1;
@@ -265,8 +303,8 @@ mod tests {
                     [plain.upper, plain.lower, plain.digit, plain.space, plain.tab, plain.newline, plain.slash]
                 );
                 assert_eq!(
-                    [wide.latin, wide.latin_upper, wide.latin_lower, wide.stop],
-                    [plain.latin, plain.latin_upper, plain.latin_lower, plain.stop],
+                    [wide.apostrophe, wide.contraction, wide.latin, wide.latin_upper, wide.latin_lower, wide.stop],
+                    [plain.apostrophe, plain.contraction, plain.latin, plain.latin_upper, plain.latin_lower, plain.stop],
                     "{bytes:?}"
                 );
             }
@@ -277,6 +315,8 @@ mod tests {
             assert_eq!(vector.tab, plain.tab);
             assert_eq!(vector.newline, plain.newline);
             assert_eq!(vector.slash, plain.slash);
+            assert_eq!(vector.apostrophe, plain.apostrophe);
+            assert_eq!(vector.contraction, plain.contraction);
             assert_eq!(vector.latin, plain.latin);
             assert_eq!(vector.latin_upper, plain.latin_upper);
             assert_eq!(vector.latin_lower, plain.latin_lower);
