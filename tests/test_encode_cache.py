@@ -8,7 +8,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from polytok.errors import ConfigError
+from polytok.errors import ConfigError, EncodeError
 from polytok.segmenters import DEFAULT_CACHE_SIZE
 from polytok.tokenizer import Tokenizer
 
@@ -140,3 +140,23 @@ def test_empty_batches_and_texts(variants):
     flat, offsets = tokenizer.encode_batch_to_numpy(["", "a", ""])
     assert offsets.tolist() == [0, 0, 1, 1] and tokenizer.decode(flat) == "a"
     assert tokenizer.encode_batch([]) == [] and tokenizer.encode("") == []
+
+
+def test_a_flat_batch_of_many_groups_equals_single_calls_and_names_the_first_bad_text(variants):
+    """A batch of 400 KB is encoded in groups of neighbouring texts on several threads: its flat
+    ids and offsets are those of single calls, and a disallowed special token is reported for
+    the first text that has one, whichever group finds it first."""
+    tokenizer = variants["merges"][DEFAULT_CACHE_SIZE]
+    special = next(iter(SPECIAL_TOKENS))
+    batch = [("the text %d " % i) * (i % 150) + "é中文🙂\n" * (i % 7) for i in range(1200)]
+    single = [tokenizer.encode_ordinary(text) for text in batch]
+    for threads in (1, 2, 3):
+        flat, offsets = tokenizer.encode_batch_to_numpy(batch, threads)
+        assert np.diff(offsets).tolist() == [len(ids) for ids in single]
+        assert flat.tolist() == [token for ids in single for token in ids]
+    bad = list(batch)
+    bad[1150] += special
+    bad[700] = special + bad[700]
+    for threads in (1, 2):
+        with pytest.raises(EncodeError, match=r"text 700 of the batch contains the special token"):
+            tokenizer.encode_batch_to_numpy(bad, threads)

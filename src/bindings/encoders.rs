@@ -100,6 +100,54 @@ fn random_kind(kind: &str) -> Option<RandomKind> {
     }
 }
 
+/// The text a group of `encode_batch_to_numpy` holds: enough that a group's buffer and its
+/// bookkeeping cost little against its encoding, few enough that the groups spread over the
+/// threads.
+const GROUP_BYTES: usize = 64 << 10;
+
+/// `texts` cut into ranges of neighbours of about GROUP_BYTES each (a longer text alone).
+fn groups_of(texts: &[Text]) -> Vec<std::ops::Range<usize>> {
+    let mut groups = Vec::new();
+    let (mut start, mut bytes) = (0, 0);
+    for (index, text) in texts.iter().enumerate() {
+        bytes += text.input().bytes().len();
+        if bytes >= GROUP_BYTES {
+            groups.push(start..index + 1);
+            (start, bytes) = (index + 1, 0);
+        }
+    }
+    if start < texts.len() {
+        groups.push(start..texts.len());
+    }
+    groups
+}
+
+/// The groups' ids back to back and every text's offset into them; the ids are copied in
+/// parallel, each group into its own part of the array.
+fn flatten(buffers: &[(Vec<u32>, Vec<usize>)]) -> (Vec<u32>, Vec<i64>) {
+    let total: usize = buffers.iter().map(|(ids, _)| ids.len()).sum();
+    let mut offsets = Vec::with_capacity(buffers.iter().map(|(_, ends)| ends.len()).sum::<usize>() + 1);
+    offsets.push(0i64);
+    let mut flat: Vec<u32> = Vec::with_capacity(total);
+    let mut parts = Vec::with_capacity(buffers.len());
+    let mut rest = &mut flat.spare_capacity_mut()[..total];
+    for (ids, ends) in buffers {
+        let base = *offsets.last().unwrap();
+        offsets.extend(ends.iter().map(|&end| base + end as i64));
+        let (part, after) = rest.split_at_mut(ids.len());
+        parts.push((part, ids));
+        rest = after;
+    }
+    parts.into_par_iter().for_each(|(part, ids)| {
+        for (slot, &id) in part.iter_mut().zip(ids) {
+            slot.write(id);
+        }
+    });
+    // SAFETY: the parts cover flat[..total] and every id of them was written above.
+    unsafe { flat.set_len(total) };
+    (flat, offsets)
+}
+
 pub fn special_found(py: Python<'_>, token: &[u8], document: usize) -> PyErr {
     SpecialTokenFound::new_err((PyBytes::new(py, token).unbind(), document))
 }
@@ -348,7 +396,9 @@ impl PyEncoder {
     }
 
     /// Ids of many texts as one flat uint32 array and int64 offsets (text i is
-    /// ids[offsets[i]:offsets[i + 1]]), in parallel with the GIL released.
+    /// ids[offsets[i]:offsets[i + 1]]), in parallel with the GIL released. Texts are encoded in
+    /// groups of neighbours (about GROUP_BYTES of text each), a buffer a group, and the buffers
+    /// are copied into the array in parallel: no buffer per text, no copy on one thread.
     #[pyo3(signature = (texts, policy, num_threads))]
     #[allow(clippy::type_complexity)]
     fn encode_batch_to_numpy<'py>(
@@ -359,24 +409,28 @@ impl PyEncoder {
         num_threads: Option<usize>,
     ) -> PyResult<(Bound<'py, PyArray1<u32>>, Bound<'py, PyArray1<i64>>)> {
         let policy = core_policy(&policy);
-        let lists = self.run_batch(py, &texts, num_threads, |_, text| {
-            let mut ids = Vec::new();
-            self.inner.encode_input_into(text, policy, &mut ids).map(|()| ids)
+        let texts: Vec<Text> = texts.iter().map(text_of).collect::<PyResult<_>>()?;
+        let groups = groups_of(&texts);
+        let encoded = py.detach(|| {
+            with_threads(num_threads, || {
+                let buffers: Vec<Result<(Vec<u32>, Vec<usize>), (usize, Vec<u8>)>> = groups
+                    .par_iter()
+                    .map(|range| {
+                        let bytes: usize = texts[range.clone()].iter().map(|text| text.input().bytes().len()).sum();
+                        let (mut ids, mut ends) = (Vec::with_capacity(bytes / 3 + 16), Vec::with_capacity(range.len()));
+                        for index in range.clone() {
+                            self.inner.encode_input_into(texts[index].input(), policy, &mut ids).map_err(|token| (index, token))?;
+                            ends.push(ids.len());
+                        }
+                        Ok((ids, ends))
+                    })
+                    .collect();
+                let buffers: Vec<(Vec<u32>, Vec<usize>)> = buffers.into_iter().collect::<Result<_, _>>()?;
+                Ok(flatten(&buffers))
+            })
         })?;
-        let (flat, offsets) = py.detach(|| {
-            let mut offsets = Vec::with_capacity(lists.len() + 1);
-            offsets.push(0i64);
-            let mut flat = Vec::with_capacity(lists.iter().map(Vec::len).sum());
-            for ids in &lists {
-                flat.extend_from_slice(ids);
-                offsets.push(flat.len() as i64);
-            }
-            (flat, offsets)
-        });
-        Ok((
-            PyArray1::from_vec(py, flat),
-            PyArray1::from_vec(py, offsets),
-        ))
+        let (flat, offsets) = encoded.map_err(|(index, token)| special_found(py, &token, index))?;
+        Ok((PyArray1::from_vec(py, flat), PyArray1::from_vec(py, offsets)))
     }
 
     /// The number of tokens of each text (uint64 array), in parallel, without keeping the ids.
