@@ -24,7 +24,7 @@ use rustc_hash::FxHashMap;
 use super::cache::{narrow_key, packed};
 use super::dropout::segment_with_dropout;
 use super::rng::SplitMix64;
-use super::scratch::{with_buffer, KEPT_BYTES};
+use super::scratch::{reserve_huge, with_buffer, KEPT_BYTES};
 use super::{ByteRole, RandomKind, RandomSegmenter, Segmenter, VocabularyError};
 
 /// No merge: the rank of a pair that is not a token (also marks "no right neighbour").
@@ -382,6 +382,7 @@ impl<R: MergeRule> MergesSegmenter<R> {
         out: &mut Vec<u32>,
     ) {
         let n = piece.len();
+        reserve_huge(nodes, n);
         nodes.extend((0..n).map(|i| Node {
             next: i as u32 + 1,
             prev: (i as u32).wrapping_sub(1),

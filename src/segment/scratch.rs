@@ -27,3 +27,22 @@ pub fn with_buffer<T, R>(
     }
     result
 }
+
+/// Makes room for `count` items in `buffer` and, on Linux, asks for 2 MB pages under the part
+/// of its memory that spans whole ones (from 4 MB on): a long piece's arrays are a few words a
+/// byte, and with 4 KB pages the walks of the page tables grow with them. A refused hint, or
+/// pages already mapped, change nothing.
+pub fn reserve_huge<T>(buffer: &mut Vec<T>, count: usize) {
+    buffer.reserve(count);
+    #[cfg(target_os = "linux")]
+    {
+        const HUGE_PAGE: usize = 2 << 20;
+        let start = buffer.as_ptr() as usize;
+        let end = start + buffer.capacity() * std::mem::size_of::<T>();
+        let (first, last) = (start.next_multiple_of(HUGE_PAGE), end / HUGE_PAGE * HUGE_PAGE);
+        if last >= first + HUGE_PAGE {
+            // SAFETY: [first, last) lies inside this buffer's allocation; the hint moves no data.
+            unsafe { libc::madvise(first as *mut libc::c_void, last - first, libc::MADV_HUGEPAGE) };
+        }
+    }
+}

@@ -10,7 +10,7 @@ use std::cell::Cell;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
-use super::scratch::with_buffer;
+use super::scratch::{reserve_huge, with_buffer};
 use super::{ByteRole, Segmenter, VocabularyError};
 use crate::count::PreTokenCounts;
 
@@ -65,8 +65,10 @@ impl ShortestPath {
     fn solve(&self, piece: &[u8], best: &mut Vec<u32>, choice: &mut Vec<(u32, u32)>) {
         let n = piece.len();
         best.clear();
+        reserve_huge(best, n + 1);
         best.resize(n + 1, u32::MAX);
         choice.clear();
+        reserve_huge(choice, n + 1);
         choice.resize(n + 1, (NONE, 0));
         best[n] = 0;
         for i in (0..n).rev() {

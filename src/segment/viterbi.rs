@@ -9,7 +9,7 @@ use std::cell::Cell;
 
 use super::longest_match::ByteTrie;
 use super::rng::SplitMix64;
-use super::scratch::with_buffer;
+use super::scratch::{reserve_huge, with_buffer};
 use super::{ByteRole, RandomKind, RandomSegmenter, RankedSegmenter, Segmenter, VocabularyError};
 
 /// One vocabulary match in a pre-token: bytes [start, end) are token `token`.
@@ -384,6 +384,9 @@ impl Segmenter for Viterbi {
             with_buffer(&BEST, |best| {
                 with_buffer(&BACK_START, |back_start| {
                     with_buffer(&BACK_TOKEN, |back_token| {
+                        reserve_huge(best, size);
+                        reserve_huge(back_start, size);
+                        reserve_huge(back_token, size);
                         best.resize(size, 0.0);
                         back_start.resize(size, 0);
                         back_token.resize(size, 0);
