@@ -268,7 +268,7 @@ const KEEP: [u128; 16] = {
 };
 
 /// The cache key of a piece that lies inside `text`: `packed(piece)` for a piece of 1 to 15
-/// bytes, 0 for longer ones (which the map answers). Where 16 bytes of `text` follow the
+/// bytes, 0 for longer ones (which the wide array or the map answers). Where 16 bytes of `text` follow the
 /// piece's start, one 16-byte load masked to its length; otherwise, and for a piece not inside
 /// `text`, `le_words`.
 #[inline(always)]
@@ -380,7 +380,7 @@ impl PieceCache {
         }
     }
 
-    /// The home line of a key: the top `line_bits` bits of a multiplicative hash of its two words.
+    /// The home line of a key: the top log2(lines) bits of a multiplicative hash of its two words.
     #[inline(always)]
     fn home(&self, key: u128) -> usize {
         let mixed = (key as u64) ^ ((key >> 64) as u64).rotate_left(29);
@@ -424,9 +424,9 @@ impl PieceCache {
         out.reserve(4 * count);
         let mut written = out.len();
         let mut base = out.as_mut_ptr();
-        for index in 0..count {
+        for pending in &chunk.pending[..count] {
             // SAFETY: `push` wrote the first `length` (here `count`) entries.
-            let pending = unsafe { chunk.pending[index].assume_init_ref() };
+            let pending = unsafe { pending.assume_init_ref() };
             let line = &self.lines[pending.home as usize].0;
             let second = line[1].key == pending.key;
             // An index, not a branch: which slot holds a piece is as good as random.
