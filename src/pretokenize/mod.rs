@@ -13,6 +13,35 @@ mod unicode_tables;
 use aho_corasick::{AhoCorasick, MatchKind};
 
 pub use presets::Preset;
+
+/// Where pre-tokens go, in order: one at a time, or all those that the block path finds in a
+/// block at once (a sink that keeps state per piece can then keep it in registers for the block).
+pub trait Sink<'a> {
+    fn piece(&mut self, piece: &'a [u8]);
+
+    /// The pieces of `text` from `from` on that end at the set bits of `ends` (bit i: byte
+    /// `base + i`), each piece before the next; returns where the last one ends.
+    #[inline(always)]
+    fn pieces(&mut self, text: &'a [u8], mut from: usize, base: usize, mut ends: u64) -> usize {
+        while ends != 0 {
+            let at = base + ends.trailing_zeros() as usize;
+            self.piece(&text[from..at]);
+            from = at;
+            ends &= ends - 1;
+        }
+        from
+    }
+}
+
+/// A closure as a `Sink`.
+pub struct EachPiece<F>(pub F);
+
+impl<'a, F: FnMut(&'a [u8])> Sink<'a> for EachPiece<F> {
+    #[inline(always)]
+    fn piece(&mut self, piece: &'a [u8]) {
+        (self.0)(piece)
+    }
+}
 /// The `regex` release the preset tables were generated from (tools/gen_unicode_tables.py).
 pub use unicode_tables::REGEX_VERSION;
 
@@ -173,20 +202,26 @@ impl PreTokenizer {
     ///
     /// Never fails: if a user regex hits fancy-regex's backtracking limit, the rest of that
     /// UTF-8 run becomes one pre-token (still lossless). `try_for_each_piece` reports it instead.
-    pub fn for_each_piece<'a>(&self, text: &'a [u8], mut f: impl FnMut(&'a [u8])) {
+    pub fn for_each_piece<'a>(&self, text: &'a [u8], f: impl FnMut(&'a [u8])) {
         // With the fallback on, split_bytes never returns an error.
-        let _ = self.split_bytes(text, &mut f, true);
+        let _ = self.split_bytes(text, &mut EachPiece(f), true);
     }
 
     /// `for_each_piece` on `input`, skipping the UTF-8 check when it is a `str`.
-    pub fn for_each_piece_of<'a>(&self, input: Input<'a>, mut f: impl FnMut(&'a [u8])) {
+    pub fn for_each_piece_of<'a>(&self, input: Input<'a>, f: impl FnMut(&'a [u8])) {
+        self.pieces_into(input, &mut EachPiece(f))
+    }
+
+    /// `for_each_piece_of` into a `Sink`.
+    pub fn pieces_into<'a>(&self, input: Input<'a>, sink: &mut impl Sink<'a>) {
         match input {
-            Input::Bytes(text) => self.for_each_piece(text, f),
+            // With the fallback on, split_bytes never returns an error.
+            Input::Bytes(text) => drop(self.split_bytes(text, sink, true)),
             Input::Str("") => {}
             Input::Str(text) => {
                 let text = text.as_bytes();
-                if let Err((stopped, _)) = self.split_valid(text, &mut f) {
-                    f(&text[stopped..]); // as split_bytes' fallback does
+                if let Err((stopped, _)) = self.split_valid(text, sink) {
+                    sink.piece(&text[stopped..]); // as split_bytes' fallback does
                 }
             }
         }
@@ -197,9 +232,9 @@ impl PreTokenizer {
     pub fn try_for_each_piece<'a>(
         &self,
         text: &'a [u8],
-        mut f: impl FnMut(&'a [u8]),
+        f: impl FnMut(&'a [u8]),
     ) -> Result<(), PreTokenizeError> {
-        self.split_bytes(text, &mut f, false)
+        self.split_bytes(text, &mut EachPiece(f), false)
     }
 
     /// Calls `f` on each pre-token of `text`, special tokens included (whole, as pieces of their
@@ -226,7 +261,7 @@ impl PreTokenizer {
     fn split_bytes<'a>(
         &self,
         text: &'a [u8],
-        f: &mut impl FnMut(&'a [u8]),
+        f: &mut impl Sink<'a>,
         fallback: bool,
     ) -> Result<(), PreTokenizeError> {
         let mut rest = text;
@@ -254,11 +289,11 @@ impl PreTokenizer {
                         let offset = text.len() - rest.len() + stopped;
                         return Err(PreTokenizeError::GaveUp { offset, error });
                     }
-                    f(&rest[stopped..valid]);
+                    f.piece(&rest[stopped..valid]);
                 }
             }
             if invalid_end > valid {
-                f(&rest[valid..invalid_end]);
+                f.piece(&rest[valid..invalid_end]);
             }
             rest = &rest[invalid_end..];
         }
@@ -269,10 +304,10 @@ impl PreTokenizer {
     fn split_valid<'a>(
         &self,
         text: &'a [u8],
-        f: &mut impl FnMut(&'a [u8]),
+        f: &mut impl Sink<'a>,
     ) -> Result<(), (usize, fancy_regex::Error)> {
         match &self.matcher {
-            Matcher::Whole => f(text),
+            Matcher::Whole => f.piece(text),
             Matcher::Preset(preset) => preset.split(text, f),
             Matcher::Regex(regex) => {
                 // SAFETY: split_bytes only passes runs that from_utf8 accepted.
@@ -283,15 +318,15 @@ impl PreTokenizer {
                 for found in regex.find_iter(valid) {
                     let found = found.map_err(|error| (end, error))?;
                     if found.start() > end && self.keep_unmatched {
-                        f(&text[end..found.start()]);
+                        f.piece(&text[end..found.start()]);
                     }
                     if found.start() < found.end() {
-                        f(&text[found.start()..found.end()]);
+                        f.piece(&text[found.start()..found.end()]);
                     }
                     end = found.end();
                 }
                 if end < text.len() && self.keep_unmatched {
-                    f(&text[end..]);
+                    f.piece(&text[end..]);
                 }
             }
         }

@@ -13,6 +13,7 @@
 //! Before either, cl100k and o200k cut plain ASCII text 64 bytes at a time from bit masks
 //! (`blocks.rs`), up to the first byte that plain text cannot hold.
 use super::blocks;
+use super::Sink;
 use super::classes::{
     decode, CharClasses, DIGIT_BYTE, HIGH_BYTE, LETTER, LOWER, LOWER_BYTE, NEWLINE_BYTE, NUMBER,
     OTHER_BYTE, SPACE, SPACE_BYTE, UPPER_BYTE, UPPER_OR_TITLE,
@@ -75,7 +76,7 @@ impl Preset {
 
     /// Calls `f` on each piece of valid UTF-8 `text`, as `regex.findall(pattern, text)` would.
     #[inline]
-    pub fn split<'a>(self, text: &'a [u8], f: &mut impl FnMut(&'a [u8])) {
+    pub fn split<'a>(self, text: &'a [u8], f: &mut impl Sink<'a>) {
         #[cfg(target_arch = "x86_64")]
         if matches!(self, Preset::Cl100k | Preset::O200k) && blocks::wide_available() {
             // SAFETY: the CPU has the features `split_wide` is compiled for.
@@ -87,13 +88,13 @@ impl Preset {
     /// `split` compiled for AVX-512BW, whose block path classifies 64 bytes in one register.
     #[cfg(target_arch = "x86_64")]
     #[target_feature(enable = "avx512bw")]
-    unsafe fn split_wide<'a>(self, text: &'a [u8], f: &mut impl FnMut(&'a [u8])) {
+    unsafe fn split_wide<'a>(self, text: &'a [u8], f: &mut impl Sink<'a>) {
         self.split_with::<true>(text, f)
     }
 
     /// `split`, with `WIDE` (only where AVX-512BW is available) choosing the block classifier.
     #[inline(always)]
-    fn split_with<'a, const WIDE: bool>(self, text: &'a [u8], f: &mut impl FnMut(&'a [u8])) {
+    fn split_with<'a, const WIDE: bool>(self, text: &'a [u8], f: &mut impl Sink<'a>) {
         let scanner = Scanner { text, classes: CharClasses::get() };
         match self {
             Preset::Gpt2 => scanner.for_each(f, Scanner::gpt2),
@@ -147,12 +148,12 @@ struct Scanner<'a> {
 }
 
 impl<'a> Scanner<'a> {
-    fn for_each(&self, f: &mut impl FnMut(&'a [u8]), next_end: impl Fn(&Self, usize) -> usize) {
+    fn for_each(&self, f: &mut impl Sink<'a>, next_end: impl Fn(&Self, usize) -> usize) {
         let mut start = 0;
         while start < self.text.len() {
             let end = next_end(self, start);
             debug_assert!(end > start);
-            f(&self.text[start..end]);
+            f.piece(&self.text[start..end]);
             start = end;
         }
     }
@@ -164,7 +165,7 @@ impl<'a> Scanner<'a> {
     #[inline(always)]
     fn for_each_with_blocks<const WIDE: bool>(
         &self,
-        f: &mut impl FnMut(&'a [u8]),
+        f: &mut impl Sink<'a>,
         case_split: bool,
         next_end: impl Fn(&Self, usize) -> usize,
     ) {
@@ -181,7 +182,7 @@ impl<'a> Scanner<'a> {
                 backoff = (2 * backoff).min(16);
             }
             let end = next_end(self, start);
-            f(&self.text[start..end]);
+            f.piece(&self.text[start..end]);
             start = end;
             single -= 1;
         }
@@ -191,20 +192,12 @@ impl<'a> Scanner<'a> {
     /// start), but the last one, which may run on past them; returns where that one starts
     /// (`start` if there were fewer than 64 bytes or no complete piece).
     #[inline(always)]
-    fn plain_pieces<const WIDE: bool>(&self, start: usize, case_split: bool, f: &mut impl FnMut(&'a [u8])) -> usize {
+    fn plain_pieces<const WIDE: bool>(&self, start: usize, case_split: bool, f: &mut impl Sink<'a>) -> usize {
         let Some(window) = self.text.get(start..start + 64) else {
             return start;
         };
         let starts = blocks::boundaries::<WIDE>(window.try_into().unwrap(), case_split);
-        let mut from = start;
-        let mut rest = starts & !1;
-        while rest != 0 {
-            let at = start + rest.trailing_zeros() as usize;
-            f(&self.text[from..at]);
-            from = at;
-            rest &= rest - 1;
-        }
-        from
+        f.pieces(self.text, start, start, starts & !1)
     }
 
     /// Flags and byte length of the character at `at` (`at` < len).

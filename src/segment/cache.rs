@@ -342,6 +342,29 @@ impl<'a> Chunk<'a> {
     /// true when the chunk is full.
     #[inline(always)]
     pub fn push(&mut self, table: &PieceCache, piece: &'a [u8], key: u128) -> bool {
+        self.put(self.length, table, piece, key);
+        self.length += 1;
+        self.length == CHUNK
+    }
+
+    /// The number of pieces waiting.
+    #[inline(always)]
+    pub fn len(&self) -> usize {
+        self.length
+    }
+
+    /// Says that `length` (at most CHUNK) pieces wait: those that `put` wrote at 0..length.
+    #[inline(always)]
+    pub fn set_len(&mut self, length: usize) {
+        debug_assert!(length <= CHUNK);
+        self.length = length;
+    }
+
+    /// `push` with the count kept by the caller (in a register, where `push` keeps it in the
+    /// chunk: a load that waits for the previous push's store): writes `piece` as the piece at
+    /// `index` (below CHUNK); `set_len` says how many wait.
+    #[inline(always)]
+    pub fn put(&mut self, index: usize, table: &PieceCache, piece: &'a [u8], key: u128) {
         let home = table.home(key);
         if key != 0 {
             prefetch(table.lines.as_ptr().wrapping_add(home));
@@ -353,10 +376,8 @@ impl<'a> Chunk<'a> {
         debug_assert!(piece.len() <= MAX_PENDING, "a piece of more than MAX_PENDING bytes is not pushed");
         let (start, length) = (piece.as_ptr(), piece.len() as u32);
         let pending = Pending { key, start, length, home: home as u32, piece: std::marker::PhantomData };
-        // `length` < CHUNK here: a full chunk is emptied by `PieceCache::emit` before the next push.
-        self.pending[self.length % CHUNK].write(pending);
-        self.length += 1;
-        self.length == CHUNK
+        // `index` < CHUNK here: a full chunk is emptied by `PieceCache::emit` before the next push.
+        self.pending[index % CHUNK].write(pending);
     }
 }
 

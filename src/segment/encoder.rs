@@ -13,7 +13,7 @@ use rayon::prelude::*;
 use super::cache::{self, MAX_CACHED_PIECE};
 use super::rng::SplitMix64;
 use super::{RandomKind, RandomSegmenter, RankedSegmenter, Segmenter, VocabularyError};
-use crate::pretokenize::{Input, PreTokenizeError, PreTokenizer};
+use crate::pretokenize::{Input, PreTokenizeError, PreTokenizer, Sink};
 
 /// Why an `Encoder` could not be built.
 #[derive(Debug)]
@@ -159,17 +159,9 @@ impl Encoder {
             }
         };
         cache::with_table(self.serial, capacity, |table| {
-            let mut chunk = cache::Chunk::new();
-            // Inlined into the pre-tokeniser's loop: a call per piece costs more than the push.
-            self.pretokenizer.for_each_piece_of(text, #[inline(always)] |piece| {
-                if piece.len() > cache::MAX_PENDING {
-                    table.emit(&mut chunk, out, miss);
-                    miss(table, piece, 0, out);
-                } else if chunk.push(table, piece, cache::key_in(bytes, piece)) {
-                    table.emit(&mut chunk, out, miss);
-                }
-            });
-            table.emit(&mut chunk, out, miss);
+            let mut sink = CachedPieces { table, chunk: cache::Chunk::new(), out, miss, text: bytes };
+            self.pretokenizer.pieces_into(text, &mut sink);
+            sink.table.emit(&mut sink.chunk, sink.out, miss);
         })
     }
 
@@ -347,6 +339,55 @@ impl Encoder {
 enum Part<'a> {
     Text(Input<'a>),
     Special(u32),
+}
+
+/// The pre-token cache as a pre-tokeniser's sink: pieces wait in a chunk (their lines asked
+/// for) and are looked up a chunk at a time; `miss` answers those the lines do not. The whole
+/// sink is inlined into the pre-tokeniser's loop: a call per piece costs more than the push.
+struct CachedPieces<'t, 'a, M> {
+    table: &'t mut cache::PieceCache,
+    chunk: cache::Chunk<'a>,
+    out: &'t mut Vec<u32>,
+    miss: M,
+    /// The whole text: every piece lies inside it (see `cache::key_in`).
+    text: &'a [u8],
+}
+
+impl<'a, M> Sink<'a> for CachedPieces<'_, 'a, M>
+where
+    M: FnMut(&mut cache::PieceCache, &'a [u8], u128, &mut Vec<u32>) + Copy,
+{
+    #[inline(always)]
+    fn piece(&mut self, piece: &'a [u8]) {
+        if piece.len() > cache::MAX_PENDING {
+            self.table.emit(&mut self.chunk, self.out, self.miss);
+            (self.miss)(self.table, piece, 0, self.out);
+        } else if self.chunk.push(self.table, piece, cache::key_in(self.text, piece)) {
+            self.table.emit(&mut self.chunk, self.out, self.miss);
+        }
+    }
+
+    /// The block path's pieces (shorter than a block, so never over MAX_PENDING), with the
+    /// chunk's count in a local for the whole block.
+    #[inline(always)]
+    fn pieces(&mut self, text: &'a [u8], mut from: usize, base: usize, mut ends: u64) -> usize {
+        let mut waiting = self.chunk.len();
+        while ends != 0 {
+            let at = base + ends.trailing_zeros() as usize;
+            let piece = &text[from..at];
+            self.chunk.put(waiting, self.table, piece, cache::key_in(self.text, piece));
+            waiting += 1;
+            if waiting == cache::CHUNK {
+                self.chunk.set_len(waiting);
+                self.table.emit(&mut self.chunk, self.out, self.miss);
+                waiting = 0;
+            }
+            from = at;
+            ends &= ends - 1;
+        }
+        self.chunk.set_len(waiting);
+        from
+    }
 }
 
 /// Calls `visit` on each stretch of ordinary text and each allowed special token of `text`, in
