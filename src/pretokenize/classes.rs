@@ -39,6 +39,9 @@ pub struct CharClasses {
     block_of: Vec<u16>,
     /// The distinct blocks, concatenated.
     blocks: Vec<u8>,
+    /// Bit (lead & 0x0F) * 64 + (second & 0x3F): every character of the three-byte prefix
+    /// (lead, second) is a letter (most of the CJK ideographs, Hangul, kana).
+    letter_prefixes: [u64; 16],
 }
 
 impl CharClasses {
@@ -70,7 +73,15 @@ impl CharClasses {
         for byte in 0..128u8 {
             kind[byte as usize] = byte_kind(byte, ascii[byte as usize]);
         }
-        CharClasses { ascii, kind, block_of, blocks }
+        let mut letter_prefixes = [0u64; 16];
+        for prefix in 0..1024usize {
+            // The 64 code points (0x800 up) whose UTF-8 starts with this lead and second byte.
+            let first = prefix << 6;
+            if first >= 0x800 && flat[first..first + 64].iter().all(|flags| flags & LETTER != 0) {
+                letter_prefixes[prefix / 64] |= 1 << (prefix % 64);
+            }
+        }
+        CharClasses { ascii, kind, block_of, blocks, letter_prefixes }
     }
 
     /// The fast-path kind of `byte` (`UPPER_BYTE` ...).
@@ -88,6 +99,14 @@ impl CharClasses {
     pub fn of(&self, code_point: u32) -> u8 {
         let block = self.block_of[(code_point >> BLOCK_BITS) as usize] as usize;
         self.blocks[block * BLOCK_SIZE + (code_point as usize & (BLOCK_SIZE - 1))]
+    }
+
+    /// Whether every character whose UTF-8 starts with `lead` (0xE0..=0xEF, a three-byte
+    /// character) and `second` is a letter.
+    #[inline(always)]
+    pub fn letter_prefix(&self, lead: u8, second: u8) -> bool {
+        let prefix = ((lead & 0x0F) as usize) << 6 | (second & 0x3F) as usize;
+        self.letter_prefixes[prefix >> 6] >> (prefix & 63) & 1 != 0
     }
 
     /// Flags and byte length of the character starting at `at` in valid UTF-8 `text`.
@@ -133,3 +152,25 @@ pub fn decode(text: &[u8], at: usize) -> (u32, usize) {
     }
 }
 
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_letter_prefix_is_one_whose_64_characters_are_all_letters() {
+        let classes = CharClasses::get();
+        let mut prefixes = 0;
+        for lead in 0xE0..=0xEFu8 {
+            for second in 0x80..=0xBFu8 {
+                let first = ((lead as u32 & 0x0F) << 12) | ((second as u32 & 0x3F) << 6);
+                let all = first >= 0x800 && (first..first + 64).all(|code_point| classes.of(code_point) & LETTER != 0);
+                assert_eq!(classes.letter_prefix(lead, second), all, "{lead:#x} {second:#x}");
+                prefixes += all as u32;
+            }
+        }
+        // The CJK ideographs U+4E00..U+9FFF alone are 320 prefixes.
+        assert!(prefixes >= 320, "{prefixes}");
+        assert!(classes.letter_prefix(0xE4, 0xB8) && !classes.letter_prefix(0xE4, 0xB7)); // U+4E00.. and U+4DC0..
+    }
+}

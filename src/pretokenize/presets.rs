@@ -238,6 +238,31 @@ impl<'a> Scanner<'a> {
         at
     }
 
+    /// `run` of letters (`\p{L}`): a three-byte character is a letter without decoding it where
+    /// its first two bytes say so (see `CharClasses::letter_prefix`).
+    #[inline(always)]
+    fn letters(&self, mut at: usize) -> usize {
+        let text = self.text;
+        while at < text.len() {
+            let byte = text[at];
+            if byte < 0x80 {
+                if self.classes.ascii(byte) & LETTER == 0 {
+                    break;
+                }
+                at += 1;
+            } else if (0xE0..0xF0).contains(&byte) && self.classes.letter_prefix(byte, text[at + 1]) {
+                at += 3;
+            } else {
+                let (code_point, length) = decode(text, at);
+                if self.classes.of(code_point) & LETTER == 0 {
+                    break;
+                }
+                at += length;
+            }
+        }
+        at
+    }
+
     /// The end of at most `limit` characters of `\p{N}` from `at`.
     #[inline(always)]
     fn numbers(&self, mut at: usize, limit: usize) -> usize {
@@ -382,14 +407,14 @@ impl<'a> Scanner<'a> {
         let (flags, length) = self.class_at(start);
         // A letter cannot start a contraction, so testing it first keeps the pattern's order.
         if flags & LETTER != 0 {
-            return Some(self.run(start + length, |f| f & LETTER != 0));
+            return Some(self.letters(start + length));
         }
         if let Some(end) = self.contraction(start, true) {
             return Some(end);
         }
         // `?+` is possessive: once the prefix is taken, a letter must follow or the alternative fails.
         if self.is_word_prefix(start, flags) && self.flags_at(start + length) & LETTER != 0 {
-            return Some(self.run(start + length, |f| f & LETTER != 0));
+            return Some(self.letters(start + length));
         }
         if flags & NUMBER != 0 {
             return Some(self.numbers(start, digits));
@@ -420,7 +445,7 @@ impl<'a> Scanner<'a> {
         let body = if self.text[start] == b' ' && start + 1 < self.text.len() { start + 1 } else { start };
         let flags = self.flags_at(body);
         if flags & LETTER != 0 {
-            self.run(body, |f| f & LETTER != 0)
+            self.letters(body)
         } else if flags & NUMBER != 0 {
             self.run(body, |f| f & NUMBER != 0)
         } else if is_other(flags) {
