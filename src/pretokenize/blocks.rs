@@ -183,11 +183,12 @@ fn classify_avx512(bytes: &[u8; 64]) -> Masks {
 }
 
 /// The piece starts in the plain text at the start of `bytes` (itself a piece start): bit i is
-/// set where a piece starts at byte i of the plain stretch (none past it). `case_split`
+/// set where a piece starts at byte i of the plain stretch (none past it); and whether the
+/// stretch ends inside the block. `case_split`
 /// (o200k) also starts a piece at an upper-case letter after a lower-case one, and takes
 /// o200k's `[\r\n/]*` after punctuation into account.
 #[inline(always)]
-pub fn boundaries<const WIDE: bool>(bytes: &[u8; 64], case_split: bool) -> u64 {
+pub fn boundaries<const WIDE: bool>(bytes: &[u8; 64], case_split: bool) -> (u64, bool) {
     let Masks {
         mut upper,
         mut lower,
@@ -276,7 +277,7 @@ pub fn boundaries<const WIDE: bool>(bytes: &[u8; 64], case_split: bool) -> u64 {
         starts |= group;
     }
     let inside = if length >= 64 { u64::MAX } else { (1u64 << length) - 1 };
-    starts & inside
+    (starts & inside, length < 64)
 }
 
 #[cfg(test)]

@@ -172,10 +172,15 @@ impl<'a> Scanner<'a> {
         let (mut start, mut single, mut backoff) = (0, 0u32, 1u32);
         while start < self.text.len() {
             if single == 0 {
-                let next = self.plain_pieces::<WIDE>(start, case_split, f);
+                let (next, cut_short) = self.plain_pieces::<WIDE>(start, case_split, f);
                 if next > start {
                     start = next;
                     backoff = 1;
+                    // The piece at `next` runs to where the stretch ended inside the block
+                    // (mostly a byte the block path does not decide, such as U+00A0 or a
+                    // curly quote): tried there, the block path would find nothing, so the
+                    // next two pieces are the matcher's.
+                    single = if cut_short { 2 } else { 0 };
                     continue;
                 }
                 single = backoff;
@@ -190,14 +195,15 @@ impl<'a> Scanner<'a> {
 
     /// Passes to `f` the pieces that the block path finds in the 64 bytes from `start` (a piece
     /// start), but the last one, which may run on past them; returns where that one starts
-    /// (`start` if there were fewer than 64 bytes or no complete piece).
+    /// (`start` if there were fewer than 64 bytes or no complete piece), and whether the plain
+    /// stretch ended inside the 64 bytes.
     #[inline(always)]
-    fn plain_pieces<const WIDE: bool>(&self, start: usize, case_split: bool, f: &mut impl Sink<'a>) -> usize {
+    fn plain_pieces<const WIDE: bool>(&self, start: usize, case_split: bool, f: &mut impl Sink<'a>) -> (usize, bool) {
         let Some(window) = self.text.get(start..start + 64) else {
-            return start;
+            return (start, false);
         };
-        let starts = blocks::boundaries::<WIDE>(window.try_into().unwrap(), case_split);
-        f.pieces(self.text, start, start, starts & !1)
+        let (starts, cut_short) = blocks::boundaries::<WIDE>(window.try_into().unwrap(), case_split);
+        (f.pieces(self.text, start, start, starts & !1), cut_short)
     }
 
     /// Flags and byte length of the character at `at` (`at` < len).
