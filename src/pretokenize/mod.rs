@@ -203,8 +203,7 @@ impl PreTokenizer {
     /// Never fails: if a user regex hits fancy-regex's backtracking limit, the rest of that
     /// UTF-8 run becomes one pre-token (still lossless). `try_for_each_piece` reports it instead.
     pub fn for_each_piece<'a>(&self, text: &'a [u8], f: impl FnMut(&'a [u8])) {
-        // With the fallback on, split_bytes never returns an error.
-        let _ = self.split_bytes(text, &mut EachPiece(f), true);
+        self.pieces_into(Input::Bytes(text), &mut EachPiece(f))
     }
 
     /// `for_each_piece` on `input`, skipping the UTF-8 check when it is a `str`.
