@@ -5,7 +5,10 @@ A source names files or holds documents, and is never read the other way round:
 - a str or os.PathLike, or a list or tuple of them, names files: paths, directories (read
   recursively, in sorted order) or globs. Every name must match something on disk; a name that
   matches nothing is an error (never read as text), so ``train(["a.txt", "b.txt"])`` trains on the
-  files, and ``train(["some text"])`` fails and says how to pass texts.
+  files, and ``train(["some text"])`` fails and says how to pass texts. A str that cannot be a
+  path (empty, a newline, a NUL, longer than the system allows) fails before anything is looked up, and
+  a glob is searched only below an existing directory (see `expand_paths`), so a text is never
+  globbed.
 - ``texts(documents)`` wraps documents (str or bytes), read as they are, never as file names.
 - a list or tuple of bytes holds documents; so does any other iterable (a generator, an
   iterator): its str and bytes items are documents, its os.PathLike items name files.
@@ -83,6 +86,9 @@ ERROR_MODES = ("strict", "replace", "bytes")
 #: File suffixes a directory is searched for (each also with .gz or .zst appended).
 TEXT_SUFFIXES = (".txt", ".text", ".md", ".rst", ".jsonl", ".parquet")
 COMPRESSED_SUFFIXES = (".gz", ".zst")
+#: The most names a glob reaches below the directory before its first metacharacter (deeper ones
+#: match nothing, unsearched): "corpus/**/*.txt" reaches 2.
+GLOB_MAX_DEPTH = 64
 
 # Multi-byte UTF-8 forms of the Unicode white-space characters the presets' \s matches: U+0085,
 # U+00A0, U+1680, U+2000..U+200A, U+2028, U+2029, U+202F, U+205F and U+3000.
@@ -175,14 +181,19 @@ def _named_files(names: list | tuple, is_name: list[bool]) -> list[Path]:
                 f"corpus item {index} is {type(item).__name__}, but item {is_name.index(True)} is a file "
                 "name: a list is either file names or documents; pass documents as texts([...])"
             )
+        reason = isinstance(item, str) and _unusable_name(item)
+        if reason:
+            raise CorpusError(
+                f"corpus item {index} ({_shown(item)!r}) cannot be a file name ({reason}); a list of str is a "
+                "list of file names: to use the strings as texts, pass polytok.texts([...])"
+            )
         try:
             files.extend(expand_paths(item))
         except CorpusError:
             if isinstance(item, os.PathLike) or os.path.lexists(item):
                 raise
-            shown = item if len(item) <= 40 else item[:40] + "..."
             raise CorpusError(
-                f"corpus item {index} ({shown!r}) names no file or directory; a list of str is a list "
+                f"corpus item {index} ({_shown(item)!r}) names no file or directory; a list of str is a list "
                 "of file names: to use the strings as texts, pass polytok.texts([...])"
             ) from None
     return files
@@ -208,10 +219,73 @@ def _given_documents(items: Iterable, options: dict[str, str], texts_only: bool)
             raise CorpusError(f"corpus item {index} is {type(item).__name__}; expected {expected}")
 
 
+def _shown(text: str) -> str:
+    """`text` as an error message quotes it: its first 40 characters."""
+    return text if len(text) <= 40 else text[:40] + "..."
+
+
+def _name_limits() -> tuple[int, int]:
+    """The most bytes a path and one of its components may have (PC_PATH_MAX counts the final NUL),
+    as the file system of the working directory says; 4096 and 255 where it does not say."""
+    limits = []
+    for name, fallback in (("PC_PATH_MAX", 4096), ("PC_NAME_MAX", 255)):
+        try:
+            limit = os.pathconf(os.curdir, name)
+        except (AttributeError, ValueError, OSError):  # no pathconf (Windows), or no such limit
+            limit = -1
+        limits.append(limit if limit > 0 else fallback)
+    return limits[0] - 1, limits[1]
+
+
+def _unusable_name(text: str) -> str | None:
+    """Why `text` cannot name a file (empty, a newline or NUL, not encodable, longer than the
+    system's limits); None if it can."""
+    if not text:
+        return "it is empty"  # Path("") would be the working directory
+    if "\n" in text or "\0" in text:
+        return "it holds a " + ("newline" if "\n" in text else "NUL")
+    try:
+        encoded = os.fsencode(text)
+    except UnicodeEncodeError:
+        return "it is not encodable as a file name"
+    path_max, name_max = _name_limits()
+    if len(encoded) > path_max:
+        return f"{len(encoded)} bytes; a path has at most {path_max}"
+    separators = re.escape(os.fsencode(os.sep + (os.altsep or "")))
+    longest = max(map(len, re.split(b"[" + separators + b"]", encoded)))
+    if longest > name_max:
+        return f"a part of {longest} bytes; a file name has at most {name_max}"
+    return None
+
+
+def _glob_refusal(pattern: str) -> str | None:
+    """Why the glob `pattern` is not globbed (see `expand_paths`); None if it is."""
+    prefix = pattern[: re.search(r"[*?[]", pattern).start()]
+    base = os.path.dirname(prefix)
+    if not os.path.isdir(base or os.curdir):
+        return f"no directory {base!r}"
+    depth = len(Path(pattern[len(base):].lstrip(os.sep + (os.altsep or ""))).parts)
+    if depth > GLOB_MAX_DEPTH:
+        return f"it reaches {depth} names below {base or os.curdir!r}; a glob reaches at most {GLOB_MAX_DEPTH}"
+    return None
+
+
 def expand_paths(spec: str | os.PathLike[str]) -> list[Path]:
-    """The files a path, directory or glob names, in sorted order; CorpusError if there are none."""
+    """The files a path, directory or glob names, in sorted order; CorpusError if there are none.
+
+    A name that cannot be a path (see `_unusable_name`) is refused before anything is looked up. A
+    glob is searched only where the directory before its first metacharacter exists, and reaches
+    at most GLOB_MAX_DEPTH names below it; else it matches nothing, so that text is never globbed.
+    """
     text = os.fspath(spec)
+    reason = _unusable_name(text)
+    if reason:
+        hint = "; to use a string as a text, pass polytok.texts([...])" if isinstance(spec, str) else ""
+        raise CorpusError(f"{_shown(text)!r} cannot be a file name ({reason}){hint}")
     if glob.has_magic(text):
+        refusal = _glob_refusal(text)
+        if refusal:
+            raise CorpusError(f"no files match {_shown(text)!r} ({refusal})")
         files = []
         for match in sorted(glob.glob(text, recursive=True)):
             files.extend(_text_files_under(Path(match)) if os.path.isdir(match) else [Path(match)])
