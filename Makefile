@@ -1,4 +1,4 @@
-# All set-up is here: `make demo` and `make test` work on a fresh machine with Rust and Python 3.
+# All set-up is here: `make demo` and `make test` work on a fresh machine with Rust and Python 3.11+.
 PYTHON ?= python3
 VENV   ?= .venv
 PY     := $(VENV)/bin/python
@@ -10,7 +10,12 @@ REQUIREMENTS = $$($(PY) tools/requirements.py $(1))
 
 .PHONY: demo test dev bench wheel-check clean
 
+# The oldest Python polytok supports: pyproject.toml's requires-python and the README say the same.
+MIN_PYTHON := 3.11
+
 $(VENV)/.deps: pyproject.toml
+	@$(PYTHON) -c 'import sys; v = tuple(map(int, "$(MIN_PYTHON)".split("."))); \
+	  sys.exit(f"polytok needs Python $(MIN_PYTHON)+; $(PYTHON) is {sys.version.split()[0]} (make PYTHON=python3.11)" if sys.version_info < v else 0)'
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip maturin
 	$(PY) -m pip install -q $(call REQUIREMENTS)

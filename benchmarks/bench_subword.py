@@ -1,4 +1,4 @@
-"""WordPiece and Unigram against their peers: polytok vs SentencePiece (Unigram) and Hugging Face
+r"""WordPiece and Unigram against their peers: polytok vs SentencePiece (Unigram) and Hugging Face
 `tokenizers` (WordPiece, Unigram), same vocabulary sizes, same corpus, same held-out text.
 
 The corpus mixes /work/shared/data (English, German, Spanish, French and Chinese prose, the KJV)

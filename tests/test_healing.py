@@ -131,8 +131,7 @@ def test_heal_takes_ids_as_given():
 
 def test_heal_errors():
     tokenizer = tokenizers()["bpe-cl100k"]
-    with pytest.raises(EncodeError, match="heal needs a prompt of at least one token"):
-        tokenizer.heal([])
+    assert tokenizer.heal([]) == ([], b"") == tokenizer.heal(np.array([], dtype=np.uint32))  # nothing to heal
     with pytest.raises(DecodeError, match="id 100000000 at position 1 is not a token"):
         tokenizer.heal([5, 10**8])
     with pytest.raises(DecodeError, match="is not an integer id"):

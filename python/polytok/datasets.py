@@ -62,7 +62,7 @@ def encode_dataset(
     progress: bool = True,
 ) -> dict[str, Any]:
     """Encode the files of `source` with the tokeniser file `tokenizer` into token shards in the
-    directory `output`, on the Ray cluster at `address` (see `polytok.count`); returns the index,
+    directory `output` (made with its parents if missing), on the Ray cluster at `address` (see `polytok.count`); returns the index,
     whose "encoded" and "skipped" say how many shards this run encoded and found already done.
     `pattern` and `special_tokens` complete tokeniser files that lack them (tiktoken)."""
     if errors not in corpus.ERROR_MODES:
@@ -71,11 +71,16 @@ def encode_dataset(
         raise ConfigError(f"retries={retries!r}; expected an integer of at least 0")
     files = corpus_files(source)
     directory = Path(os.path.abspath(output))
-    if not directory.is_dir():
-        raise ConfigError(f"output directory {str(directory)!r} does not exist; create it first")
+    if directory.exists() and not directory.is_dir():
+        raise ConfigError(f"output {str(directory)!r} is a file; expected a directory (made, with its parents, if missing)")
     load_options = _load_options(pattern, special_tokens)
     loaded = polytok.load(tokenizer, **load_options)
     separators = {name: _special_id(loaded, token, name) for name, token in (("prepend", prepend), ("append", append))}
+    # made only once the inputs, the tokeniser and the separators are known to be good
+    try:
+        directory.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise ConfigError(f"cannot create the output directory {str(directory)!r}: {error.strerror}") from None
     config = {
         "tokenizer": os.path.abspath(tokenizer),
         "tokenizer_sha256": _file_sha256(Path(tokenizer)),

@@ -56,15 +56,15 @@ _HEALERS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 
 def heal(tokenizer: BaseTokenizer, ids: Iterable[int] | np.ndarray) -> tuple[list[int], bytes]:
     """(the prompt without its unstable last tokens, the bytes they held); see the module
-    docstring. EncodeError for an empty prompt, DecodeError for an id that is no token among
-    those heal reads (the prompt's end back to its last special token, or its last 17 or 65
-    tokens; the rest is returned as given)."""
+    docstring. An empty prompt has nothing to heal: ([], b""). DecodeError for an id that is no
+    token among those heal reads (the prompt's end back to its last special token, or its last
+    17 or 65 tokens; the rest is returned as given)."""
     if type(ids) is list:
         prompt = ids
     else:
         prompt = ids.tolist() if isinstance(ids, np.ndarray) else list(ids)
     if not prompt:
-        raise EncodeError("heal needs a prompt of at least one token; the ids given are empty")
+        return [], b""
     healer = _HEALERS.get(tokenizer)
     if healer is None:
         healer = _HEALERS[tokenizer] = _healer(tokenizer)

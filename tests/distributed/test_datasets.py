@@ -138,12 +138,14 @@ def test_a_directory_of_another_encoding_is_refused(cluster, tokenizer_file, tmp
 
 def test_cli_encode_dataset_writes_the_index_and_refuses_unknown_separators(cluster, tokenizer_file, tmp_path, capsys):
     write_inputs(tmp_path / "in")
-    output = tmp_path / "out"
-    output.mkdir()
+    output = tmp_path / "new" / "out"  # made, with its parents, once the options are known to be good
     arguments = ["-q", "encode-dataset", str(tmp_path / "in" / "a.jsonl"), "-t", str(tokenizer_file), "-o", str(output), "--ray", cluster]
     assert main([*arguments, "--append", "<|eos|>"]) == 2
     assert "append='<|eos|>' is not a special token of the tokeniser" in capsys.readouterr().err
-    assert not list(output.iterdir())
+    assert not (tmp_path / "new").exists()
+    (tmp_path / "file").write_text("")
+    assert main([*arguments[:-3], str(tmp_path / "file"), *arguments[-2:], "--append", "<|endoftext|>"]) == 2
+    assert "is a file; expected a directory" in capsys.readouterr().err
     assert main([*arguments, "--append", "<|endoftext|>"]) == 0
     index = json.loads((output / "index.json").read_text())
     assert index["documents"] == 51 and len(index["shards"]) == 1

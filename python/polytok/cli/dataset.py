@@ -20,7 +20,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     """`polytok encode-dataset INPUT... -t FILE -o DIR`."""
     parser.add_argument("inputs", type=Path, nargs="+", help="jsonl, parquet or text files (optionally .gz/.zst), directories or globs; one shard each")
     add_tokenizer_option(parser)
-    parser.add_argument("-o", "--output", required=True, help="directory for shard-NNNNN.bin, their records and index.json")
+    parser.add_argument("-o", "--output", required=True, help="directory for shard-NNNNN.bin, their records and index.json (made with its parents if missing)")
     parser.add_argument(
         "--ray",
         metavar="ADDRESS",
