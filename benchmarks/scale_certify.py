@@ -5,8 +5,8 @@ paper's Table 2: bound, BPE, Det, Bias, Int as % of the bound), on growing slice
 with the time, the measured peak memory and polytok's own estimate of it (`polytok.lp.memory`,
 which must stay above the measurement). Each slice runs in a fresh process, so that its peak is
 its own: the resident memory it reached above what it held once the counts and the tokeniser
-were loaded. `--separate` also certifies each budget in its own run, for the ratio of one
-warm-started run against separate ones.
+were loaded. `--separate` also certifies each budget in its own run, for the time and bounds of
+one run at every budget against separate ones.
 
 Data: with --corpus, that file or directory counted whole (with --head N, only a file's first N
 bytes, to the end of that document); otherwise the files of --data (default ../shared/data: handbooks in five languages and the KJV
