@@ -13,6 +13,14 @@ baseline) and polytok's speed over each peer.
     python benchmarks/bench_encode.py [--mb 25] [--repeats 3] [--vocab o200k cl100k bpe32k]
     python benchmarks/bench_encode.py --worst-case        # 1 MB vs 4 MB runs of one character
     python benchmarks/bench_encode.py --cache --mb 5      # each segmenter with and without the cache
+    python benchmarks/bench_encode.py --per-language      # every language of benchmarks/languages.py
+
+`--per-language` reads the reporting half of each language that benchmarks/languages.py builds
+from installed Debian packages (`--half tune` for the other half, the one to tune on), and times
+each language one call a document and one call for its whole half (a file), then all languages'
+documents (and files) in turn in one process, o200k and cl100k, polytok against gigatoken
+(`--peers` adds tiktoken); each library runs in one process for all of them, a sample repeats its
+pass until it has taken 0.2 s of CPU time, and the ids' SHA-256 must agree for every row.
 
 The real ranks come from the bpe-openai wheel (checked against tiktoken's SHA-256, see
 tests/real_vocabularies.py); the 32k BPE is trained once and cached under benchmarks/out/.
@@ -391,6 +399,115 @@ def cache_effect(args) -> None:
         print(f"{label:<16} {megabytes / cached:10.1f} {megabytes / uncached:10.1f} {uncached / cached:6.2f}")
 
 
+# ---- per language: text nobody tuned on, in every script the packages hold ------------------
+
+PASS_SECONDS = 0.2
+"""A per-language sample repeats its pass until it has taken this much CPU time (a language's
+half is 20 kB to 2 MB: a single pass can be a millisecond)."""
+
+
+def language_workloads(half: str, chosen: list[str] | None) -> dict[str, dict[str, list[str]]]:
+    """row -> granularity ("document", "file") -> the texts of one pass: each language's half
+    one call a document and one call in all, and the row "all": every language's documents in
+    turn, and every language's file in turn."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    import languages
+
+    files = languages.build(2.0)
+    names = [name for name in files if chosen is None or name in chosen]
+    missing = sorted(set(chosen or ()) - set(files))
+    if missing:
+        raise SystemExit(f"no text for {missing}; the languages built: {sorted(files)}")
+    workloads = {}
+    for name in names:
+        documents = languages.documents(files[name][half])
+        workloads[name] = {"document": documents, "file": [languages.SEPARATOR.join(documents)]}
+    workloads["all"] = {
+        "document": [doc for position in range(max(len(w["document"]) for w in workloads.values()))
+                     for w in list(workloads.values()) if position < len(w["document"]) for doc in [w["document"][position]]],
+        "file": [w["file"][0] for w in list(workloads.values())],
+    }
+    return workloads
+
+
+def language_worker(library: str, vocab: str, mode: str, half: str, chosen: list[str] | None, connection) -> None:
+    """Child process for one library: for each request (row, granularity) it answers first the
+    sha256 of the ids of that pass (None: no such mode), then, for each further True, the CPU
+    seconds of one pass; None ends it."""
+    os.sched_setaffinity(0, {min(os.sched_getaffinity(0))})
+    workloads = language_workloads(half, chosen)
+    made = make_encoder(library, vocab, mode)
+    connection.send(made is not None)
+    if made is None:
+        return
+    call, flatten = made
+    while (request := connection.recv()) is not None:
+        texts = workloads[request[0]][request[1]]
+        connection.send(hashlib.sha256(flatten(call(texts)).tobytes()).hexdigest())  # also the warm-up
+        while connection.recv():
+            passes, start = 0, time.process_time()
+            while (elapsed := time.process_time() - start) < PASS_SECONDS:
+                call(texts)
+                passes += 1
+            connection.send(elapsed / passes)
+
+
+def per_language(args) -> None:
+    libraries = ["polytok", "gigatoken", *args.peers]
+    modes = [mode for mode in args.modes if MODES[mode][0]] or ["numpy", "list"]
+    vocabs = [vocab for vocab in args.vocab if vocab != "bpe32k"] or ["o200k", "cl100k"]
+    rank_files()
+    workloads = language_workloads(args.half, args.languages)
+    print(f"the {args.half} half of each language (benchmarks/languages.py); one thread pinned to one core; "
+          f"CPU seconds a pass, the median of {args.repeats} samples of >= {PASS_SECONDS} s each, libraries in turn; "
+          f"ratio: the median of the samples' ratios; every row's ids agree (SHA-256)")
+    print(f"{'row':<12} {'MB':>5} {'vocab':<6} {'mode':<5} {'calls':<8} {'polytok MB/s':>12} "
+          + " ".join(f"{peer + ' MB/s':>14}" for peer in libraries[1:]) + "  " + " ".join(f"{'/' + peer:>10}" for peer in libraries[1:]))
+    lowest: dict[str, float] = {}
+    context = multiprocessing.get_context("spawn")
+    for vocab in vocabs:
+        for mode in modes:
+            workers = {}
+            for library in libraries:
+                mine, theirs = context.Pipe()
+                process = context.Process(target=language_worker,
+                                          args=(library, vocab, mode, args.half, args.languages, theirs))
+                process.start()
+                workers[library] = (process, mine)
+            active = [library for library in libraries if workers[library][1].recv()]
+            for row, granularities in workloads.items():
+                for granularity, texts in granularities.items():
+                    megabytes = sum(len(text.encode("utf-8")) for text in texts) / 1e6
+                    digests = {}
+                    for library in active:
+                        workers[library][1].send((row, granularity))
+                        digests[library] = workers[library][1].recv()
+                    if len(set(digests.values())) != 1:
+                        raise SystemExit(f"{row} {vocab} {mode} {granularity}: the libraries' ids differ: {digests}")
+                    times: dict[str, list[float]] = {library: [] for library in active}
+                    for index in range(args.repeats):
+                        for library in active[index % len(active):] + active[:index % len(active)]:
+                            workers[library][1].send(True)
+                            times[library].append(workers[library][1].recv())
+                    for library in active:
+                        workers[library][1].send(False)
+                    ratios = {peer: statistics.median(theirs / ours for ours, theirs in zip(times["polytok"], times[peer]))
+                              for peer in active[1:]}
+                    for peer, ratio in ratios.items():
+                        key = f"{peer} {mode}"
+                        lowest[key] = min(lowest.get(key, ratio), ratio)
+                    print(f"{row:<12} {megabytes:5.2f} {vocab:<6} {mode:<5} {granularity:<8} "
+                          f"{megabytes / statistics.median(times['polytok']):12.1f} "
+                          + " ".join(f"{megabytes / statistics.median(times[peer]):14.1f}" for peer in active[1:]) + "  "
+                          + " ".join(f"{ratios[peer]:9.2f}x" for peer in active[1:]), flush=True)
+            for process, connection in workers.values():
+                if process.is_alive():
+                    connection.send(None)
+                process.join()
+    for key, ratio in lowest.items():
+        print(f"lowest polytok/{key} ratio: {ratio:.2f}x (target >= 1.2)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--mb", type=float, default=25.0, help="size of the benchmark text in MB")
@@ -400,8 +517,14 @@ def main() -> None:
     parser.add_argument("--modes", nargs="+", choices=list(MODES), default=list(MODES))
     parser.add_argument("--worst-case", action="store_true", help="time 1 MB and 4 MB runs of one character instead")
     parser.add_argument("--cache", action="store_true", help="time each segmenter with and without the pre-token cache instead")
+    parser.add_argument("--per-language", action="store_true", help="time each language of benchmarks/languages.py instead")
+    parser.add_argument("--half", choices=("report", "tune"), default="report", help="--per-language: which half of each language")
+    parser.add_argument("--languages", nargs="+", help="--per-language: only these (default: every language built)")
+    parser.add_argument("--peers", nargs="*", choices=("tiktoken",), default=[], help="--per-language: peers besides gigatoken")
     args = parser.parse_args()
-    if args.worst_case:
+    if args.per_language:
+        per_language(args)
+    elif args.worst_case:
         worst_case(args)
     elif args.cache:
         cache_effect(args)
