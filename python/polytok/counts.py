@@ -141,6 +141,10 @@ class PreTokenCounts:
             raise FormatError(f"{name}: offsets must rise strictly from 0 to the data size {data_bytes}")
         if (counts == 0).any():
             raise FormatError(f"{name}: a count is zero; every stored pre-token occurs at least once")
+        try:
+            _core.check_sorted_counts((data, offsets, counts))
+        except ValueError as error:
+            raise FormatError(f"{name}: the pre-tokens are not sorted bytewise without repeats: {error}") from None
         return cls(data, offsets, counts, pattern)
 
 
@@ -154,6 +158,8 @@ def _read_counts(name: str, stream: Any) -> tuple[np.ndarray, np.ndarray, bytes,
     _, version, header_size = _PREAMBLE.unpack(preamble)
     if version != FORMAT_VERSION:
         raise FormatError(f"{name}: counts format version {version}; this polytok reads version {FORMAT_VERSION}")
+    if header_size > total - _PREAMBLE.size:  # checked before reading: read(n) allocates n bytes
+        raise FormatError(f"{name} is truncated inside its header ({total - _PREAMBLE.size} of {header_size} bytes)")
     header = _parse_header(name, stream.read(header_size), header_size)
     size, data_bytes = header["words"], header["data_bytes"]
     expected = _PREAMBLE.size + header_size + 8 * (size + 1) + 8 * size + data_bytes
@@ -189,8 +195,8 @@ def _parse_header(name: str, header_bytes: bytes, header_size: int) -> dict:
         raise FormatError(f"{name} is truncated inside its header ({len(header_bytes)} of {header_size} bytes)")
     try:
         header = json.loads(header_bytes)
-    except (UnicodeDecodeError, json.JSONDecodeError) as error:
-        raise FormatError(f"{name}: the header is not valid JSON ({error})") from None
+    except (UnicodeDecodeError, ValueError, RecursionError) as error:  # ValueError: JSONDecodeError, too many digits
+        raise FormatError(f"{name}: the header is not valid JSON ({type(error).__name__}: {str(error)[:200]})") from None
     if not isinstance(header, dict):
         raise FormatError(f"{name}: the header is not a JSON object")
     expected_types = {"pattern": (str, type(None)), "words": (int,), "data_bytes": (int,), "sha256": (str,)}

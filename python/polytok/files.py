@@ -85,3 +85,7 @@ def read_json(path: str | os.PathLike, what: str = "file") -> Any:
             f"{what} {path} is not valid JSON at line {error.lineno} column {error.colno} "
             f"({error.msg}); the file is truncated or was edited"
         ) from None
+    except RecursionError:
+        raise FormatError(f"{what} {path} nests its JSON arrays and objects too deeply to read") from None
+    except ValueError as error:  # an integer of more digits than sys.get_int_max_str_digits()
+        raise FormatError(f"{what} {path} is not JSON polytok can read: {error}") from None

@@ -391,6 +391,15 @@ class Tokenizer(BaseTokenizer):
             if token_id in seen_ids:
                 raise ConfigError(f"special tokens {seen_ids[token_id]!r} and {text!r} share id {token_id}")
             seen_ids[token_id] = text
+        # Ids are dense: the core's id table has an entry for every id up to the largest.
+        limit = len(self.vocab) + len(self._special_tokens) + _core.MAX_UNUSED_IDS
+        for text, token_id in self._special_tokens.items():
+            if token_id >= limit:
+                raise ConfigError(
+                    f"special token {text!r} has id {token_id}; ids must be dense: the special ids follow the "
+                    f"{len(self.vocab)} ordinary ids with at most {_core.MAX_UNUSED_IDS} unused ids in all, "
+                    f"so every id is below {limit}"
+                )
         if self.scores is not None:
             if len(self.scores) != len(self.vocab):
                 raise ConfigError(f"{len(self.scores)} scores for {len(self.vocab)} tokens")

@@ -12,7 +12,7 @@ use crate::compat::char_merges::CharMerges;
 use crate::compat::char_viterbi::CharViterbi;
 use crate::compat::pipeline::Words;
 use crate::compat::sentencepiece::SentencePieceNormalizer;
-use crate::compat::Unknowns;
+use crate::compat::{check_ids, Unknowns};
 use crate::segment::encoder::Encoder;
 use crate::segment::Segmenter;
 
@@ -87,6 +87,10 @@ impl PyEncoder {
         ignore_merges: bool,
         merge_ranks: Option<Vec<u32>>,
     ) -> PyResult<Self> {
+        let count = tokens.len();
+        check_ids("the strings", strings.iter().map(|&(_, id)| id), count)?;
+        check_ids("the merges", merges.iter().flat_map(|&(l, r, m)| [l, r, m]), count)?;
+        check_ids("the byte and unknown tokens", byte_tokens.iter().map(|&(_, id)| id).chain(unk), count)?;
         let unknowns = Unknowns::new(&byte_tokens, byte_fallback, unk, fuse_unk);
         let segmenter = CharMerges::new(
             strings,
@@ -116,6 +120,9 @@ impl PyEncoder {
         unk_score: f64,
         single_precision: bool,
     ) -> PyResult<Self> {
+        let count = tokens.len();
+        check_ids("the lattice entries", lattice.iter().map(|&(_, id, _)| id), count)?;
+        check_ids("the byte and unknown tokens", byte_tokens.iter().map(|&(_, id)| id).chain(unk), count)?;
         let unknowns = Unknowns::new(&byte_tokens, byte_fallback, unk, fuse_unk);
         let segmenter: Box<dyn Segmenter> = if single_precision {
             Box::new(CharViterbi::<f32>::new(&lattice, unknowns, unk_score)?)
@@ -137,6 +144,7 @@ impl PyEncoder {
         max_chars: usize,
         unk: u32,
     ) -> PyResult<Self> {
+        check_ids("the strings and the unknown token", strings.iter().map(|&(_, id)| id).chain([unk]), tokens.len())?;
         let segmenter = CharLongestMatch::new(strings, continuation, max_chars, unk);
         loaded_encoder(pattern, Box::new(segmenter), tokens)
     }

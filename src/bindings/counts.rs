@@ -23,6 +23,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("PRESET_TABLES_REGEX_VERSION", REGEX_VERSION)?;
     m.add_class::<PyCounter>()?;
     m.add_function(wrap_pyfunction!(merge_word_counts, m)?)?;
+    m.add_function(wrap_pyfunction!(check_sorted_counts, m)?)?;
     Ok(())
 }
 
@@ -263,6 +264,15 @@ fn sorted_operand<'a>(
         view.check_sorted().map(|()| view)
     })
     .map_err(|error| PyValueError::new_err(format!("{side} operand: {error}")))
+}
+
+/// ValueError unless the counts triple is well formed and its pre-tokens are non-empty and in
+/// strictly increasing byte order (what a counts file holds), checked with the GIL released.
+#[pyfunction]
+fn check_sorted_counts(py: Python<'_>, counts: CountsFromPython<'_>) -> PyResult<()> {
+    let (data, offsets, counts) = &counts;
+    let (offsets, counts) = (offsets.as_slice()?, counts.as_slice()?);
+    Ok(py.detach(|| PreTokenCounts::new(data, offsets, counts)?.check_sorted())?)
 }
 
 /// The sum of two flattened, sorted count lists, as (data, offsets, counts).

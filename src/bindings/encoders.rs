@@ -20,12 +20,13 @@ use crate::segment::longest_match::LongestMatch;
 use crate::segment::rng::SplitMix64;
 use crate::segment::shortest_path::ShortestPath;
 use crate::segment::viterbi::Viterbi;
-use crate::segment::{merges, RandomKind, RandomSegmenter, Segmenter};
+use crate::segment::{merges, RandomKind, RandomSegmenter, Segmenter, MAX_UNUSED_IDS};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PyEncoder>()?;
     m.add_class::<PySpecialPolicy>()?;
     m.add_class::<PyShortestPath>()?;
+    m.add("MAX_UNUSED_IDS", MAX_UNUSED_IDS)?;
     Ok(())
 }
 

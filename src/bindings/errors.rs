@@ -12,7 +12,7 @@ use crate::lp::dual_ascent::DualError;
 use crate::lp::graph::{GraphError, GraphInput};
 use crate::pretokenize::PreTokenizeError;
 use crate::segment::encoder::{BuildError, PolicyError};
-use crate::segment::{ByteRole, VocabularyError};
+use crate::segment::{ByteRole, VocabularyError, MAX_UNUSED_IDS};
 use crate::train::bpe::BpeError;
 use crate::train::unigram::UnigramError;
 
@@ -159,6 +159,19 @@ impl fmt::Display for VocabularyError {
             VocabularyError::SpecialIdTaken { id } => {
                 write!(f, "special token id {id} is already a token")
             }
+            VocabularyError::SpecialIdOutOfRange { id, limit } => write!(
+                f,
+                "special token id {id} is too large: ids must be below {limit}, the ordinary and \
+                 special tokens with at most {MAX_UNUSED_IDS} unused ids between them"
+            ),
+            VocabularyError::MergeId { rank, id, tokens } => write!(
+                f,
+                "merge {rank} names id {id}, but the ids of the {tokens} tokens are 0..{}",
+                tokens.saturating_sub(1)
+            ),
+            VocabularyError::TooManyTokens { tokens } => {
+                write!(f, "{tokens} tokens; at most 2^32 - 1 fit the ids")
+            }
         }
     }
 }
@@ -230,6 +243,11 @@ impl fmt::Display for CompatError {
             CompatError::AddedTokenIndices => write!(
                 f,
                 "the added tokens' word indices must be in order and at most the number of words"
+            ),
+            CompatError::IdOutOfRange { what, id, tokens } => write!(
+                f,
+                "{what} name the id {id}, but the ids of the {tokens} tokens are 0..{}",
+                tokens.saturating_sub(1)
             ),
         }
     }

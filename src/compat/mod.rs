@@ -44,6 +44,21 @@ pub enum CompatError {
     WordLengths { total: usize, data: usize },
     /// A document's added tokens are not in word order, or point past its last word.
     AddedTokenIndices,
+    /// An id given for `what` (e.g. "merges") is not below the number of tokens.
+    IdOutOfRange { what: &'static str, id: u32, tokens: usize },
+}
+
+/// Err for the first of `ids` (given for `what`) that is not the id of one of `tokens` tokens:
+/// a segmenter's ids index the encoder's tables, so each must be a token.
+pub fn check_ids(
+    what: &'static str,
+    ids: impl IntoIterator<Item = u32>,
+    tokens: usize,
+) -> Result<(), CompatError> {
+    match ids.into_iter().find(|&id| id as usize >= tokens) {
+        Some(id) => Err(CompatError::IdOutOfRange { what, id, tokens }),
+        None => Ok(()),
+    }
 }
 
 /// The byte length of the character starting at `text[at]` (1 for a byte that starts none).

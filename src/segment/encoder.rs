@@ -12,7 +12,9 @@ use rayon::prelude::*;
 
 use super::cache::{self, MAX_CACHED_PIECE};
 use super::rng::SplitMix64;
-use super::{RandomKind, RandomSegmenter, RankedSegmenter, Segmenter, VocabularyError};
+use super::{
+    RandomKind, RandomSegmenter, RankedSegmenter, Segmenter, VocabularyError, MAX_UNUSED_IDS,
+};
 use crate::pretokenize::{Input, PreTokenizeError, PreTokenizer, Sink};
 
 /// Why an `Encoder` could not be built.
@@ -80,6 +82,15 @@ impl Encoder {
         special_tokens: Vec<(Vec<u8>, u32)>,
     ) -> Result<Self, BuildError> {
         let pretokenizer = PreTokenizer::new(pattern, Vec::new()).map_err(BuildError::Pattern)?;
+        if u32::try_from(tokens.len()).is_err() {
+            return Err(VocabularyError::TooManyTokens { tokens: tokens.len() }.into());
+        }
+        // The id table below has one entry per id: checked first, so that no id from a file
+        // sizes it beyond the tokens given plus MAX_UNUSED_IDS.
+        let limit = tokens.len() + special_tokens.len() + MAX_UNUSED_IDS;
+        if let Some(&(_, id)) = special_tokens.iter().find(|&&(_, id)| id as usize >= limit) {
+            return Err(VocabularyError::SpecialIdOutOfRange { id, limit }.into());
+        }
         let size = special_tokens
             .iter()
             .map(|&(_, id)| id as usize + 1)

@@ -186,6 +186,9 @@ pub fn from_merges(
 ) -> Result<MergesSegmenter<PairMerges>, VocabularyError> {
     let mut pairs = FxHashMap::default();
     for (rank, &(left, right, merged)) in merges.iter().enumerate() {
+        if let Some(&id) = [left, right, merged].iter().find(|&&id| id as usize >= tokens.len()) {
+            return Err(VocabularyError::MergeId { rank, id, tokens: tokens.len() });
+        }
         let key = ((left as u64) << 32) | right as u64;
         if pairs.insert(key, (rank as u32, merged)).is_some() {
             return Err(VocabularyError::RepeatedMerge { rank, left, right });

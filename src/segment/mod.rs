@@ -86,4 +86,17 @@ pub enum VocabularyError {
     EmptySpecialToken { id: u32 },
     /// Special token id `id` is an ordinary token's id.
     SpecialIdTaken { id: u32 },
+    /// Special token id `id` is not below `limit`: the ordinary and special ids together leave
+    /// more than `MAX_UNUSED_IDS` ids unused (the id table is sized by the largest id).
+    SpecialIdOutOfRange { id: u32, limit: usize },
+    /// Merge `rank` names the id `id`, which is no token (there are `tokens` tokens).
+    MergeId { rank: usize, id: u32, tokens: usize },
+    /// More tokens than ids a u32 holds.
+    TooManyTokens { tokens: usize },
 }
+
+/// The most ids below the largest one that may be no token (ids between the ordinary tokens and
+/// the special ones, or between special ones): tiktoken's cl100k leaves 16 (100256 and
+/// 100261..100275), o200k 19 (199998 and 200000..200017). An encoder's id table has one entry
+/// per id, so this keeps it within the tokens given plus this many.
+pub const MAX_UNUSED_IDS: usize = 1024;

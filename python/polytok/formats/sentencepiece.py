@@ -29,6 +29,8 @@ SPACE = "▁"
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
 UNIGRAM, BPE = 1, 2
 MODEL_TYPES = {1: "unigram", 2: "bpe", 3: "word", 4: "char"}
+# A BYTE piece's spelling: "<0x", two upper-case hex digits, ">".
+_BYTE_PIECE = re.compile(r"<0x[0-9A-F]{2}>")
 
 
 # ---- protobuf wire format ------------------------------------------------------------------
@@ -81,9 +83,23 @@ def _last(fields: dict[int, list[Any]], number: int, default: Any) -> Any:
 
 def _text(value: Any, field: str, source: str) -> str:
     try:
-        return bytes(value).decode("utf-8")
-    except (UnicodeDecodeError, TypeError):
+        return _bytes(value, field, source).decode("utf-8")
+    except UnicodeDecodeError:
         raise FormatError(f"{source}: {field} is not UTF-8 text") from None
+
+
+def _bytes(value: Any, field: str, source: str) -> bytes:
+    """A length-delimited field's bytes; FormatError for a field of another wire type."""
+    if not isinstance(value, bytes):
+        raise FormatError(f"{source}: {field} is not a length-delimited field (protobuf wire type 2)")
+    return value
+
+
+def _int(value: Any, field: str, source: str) -> int:
+    """A varint field's value; FormatError for a field of another wire type."""
+    if not isinstance(value, int):
+        raise FormatError(f"{source}: {field} is not a number (protobuf wire type 0)")
+    return value
 
 
 def read_model(data: bytes, source: str) -> dict[str, Any]:
@@ -100,26 +116,30 @@ def read_model(data: bytes, source: str) -> dict[str, Any]:
         score_raw = _last(fields, 2, b"\0\0\0\0")
         if not isinstance(score_raw, bytes) or len(score_raw) != 4:
             raise FormatError(f"{source}: pieces[{index}].score is not a 32-bit float")
-        kind = _last(fields, 3, NORMAL)
+        kind = _int(_last(fields, 3, NORMAL), f"pieces[{index}].type", source)
         if kind not in (NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE):
             raise FormatError(f"{source}: pieces[{index}].type is {kind}, not a SentencePiece piece type")
         if not piece:
             raise FormatError(f"{source}: pieces[{index}].piece is empty")
         pieces.append((piece, struct.unpack("<f", score_raw)[0], kind))
-    trainer = parse_message(_last(model, 2, b""), f"{source} trainer_spec")
-    normalizer = parse_message(_last(model, 3, b""), f"{source} normalizer_spec")
+    trainer = parse_message(_bytes(_last(model, 2, b""), "trainer_spec", source), f"{source} trainer_spec")
+    normalizer = parse_message(_bytes(_last(model, 3, b""), "normalizer_spec", source), f"{source} normalizer_spec")
     unk_surface = _last(trainer, 44, None)
+
+    def flag(fields: dict[int, list[Any]], number: int, default: int, name: str) -> bool:
+        return bool(_int(_last(fields, number, default), name, source))
+
     return {
         "pieces": pieces,
-        "model_type": _last(trainer, 3, UNIGRAM),
-        "byte_fallback": bool(_last(trainer, 35, 0)),
-        "treat_whitespace_as_suffix": bool(_last(trainer, 24, 0)),
+        "model_type": _int(_last(trainer, 3, UNIGRAM), "trainer_spec.model_type", source),
+        "byte_fallback": flag(trainer, 35, 0, "trainer_spec.byte_fallback"),
+        "treat_whitespace_as_suffix": flag(trainer, 24, 0, "trainer_spec.treat_whitespace_as_suffix"),
         "unk_surface": " \u2047 " if unk_surface is None else _text(unk_surface, "trainer_spec.unk_surface", source),
         "normalizer_name": _text(_last(normalizer, 1, b""), "normalizer_spec.name", source),
-        "precompiled_charsmap": bytes(_last(normalizer, 2, b"")),
-        "add_dummy_prefix": bool(_last(normalizer, 3, 1)),
-        "remove_extra_whitespaces": bool(_last(normalizer, 4, 1)),
-        "escape_whitespaces": bool(_last(normalizer, 5, 1)),
+        "precompiled_charsmap": _bytes(_last(normalizer, 2, b""), "normalizer_spec.precompiled_charsmap", source),
+        "add_dummy_prefix": flag(normalizer, 3, 1, "normalizer_spec.add_dummy_prefix"),
+        "remove_extra_whitespaces": flag(normalizer, 4, 1, "normalizer_spec.remove_extra_whitespaces"),
+        "escape_whitespaces": flag(normalizer, 5, 1, "normalizer_spec.escape_whitespaces"),
     }
 
 
@@ -433,12 +453,9 @@ def tokenizer_from_sentencepiece(data: bytes, source: str) -> LoadedTokenizer:
     byte_tokens = []
     for index, (piece, _, kind) in enumerate(pieces):
         if kind == BYTE:
-            if not (len(piece) == 6 and piece.startswith("<0x") and piece.endswith(">")):
-                raise FormatError(f"{source}: pieces[{index}] {piece!r} has type BYTE but is not <0xXX>")
-            try:
-                byte = int(piece[3:5], 16)
-            except ValueError:
-                raise FormatError(f"{source}: pieces[{index}] {piece!r} has type BYTE but is not <0xXX>") from None
+            if not _BYTE_PIECE.fullmatch(piece):
+                raise FormatError(f"{source}: pieces[{index}] {piece[:80]!r} has type BYTE but is not <0xXX>")
+            byte = int(piece[3:5], 16)
             byte_tokens.append((byte, index))
             vocab.append(bytes([byte]))
         else:
@@ -469,10 +486,15 @@ def tokenizer_from_sentencepiece(data: bytes, source: str) -> LoadedTokenizer:
                 if byte < 0x80:
                     ids.setdefault(chr(byte), index)
         ranks = {score: rank for rank, score in enumerate(sorted({pieces[index][1] for index in in_model}, reverse=True))}
+        # a cut's two sides are pieces, so only cuts at piece lengths are tried: a long piece
+        # costs the number of distinct lengths, not its length squared
+        ids_lengths = {len(text) for text in ids}
+        lengths = sorted(ids_lengths)
         merges = []
         for index in sorted(in_model, key=lambda index: (ranks[pieces[index][1]], index)):
             piece = pieces[index][0]
-            for cut in range(1, len(piece)):
+            cuts = (cut for cut in lengths if cut < len(piece) and len(piece) - cut in ids_lengths)
+            for cut in cuts:
                 left, right = ids.get(piece[:cut]), ids.get(piece[cut:])
                 if left is not None and right is not None:
                     merges.append((left, right, index, ranks[pieces[index][1]]))

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from polytok.formats.huggingface.nodes import Fail, compile_pattern, list_field, type_of
+from polytok.formats.huggingface.nodes import Fail, compile_pattern, int_field, list_field, text_field, type_of
 from polytok.formats.huggingface.pre_tokenizers import byte_to_char, prepend_scheme
 
 Decoder = Callable[[list[str]], list[str]]
@@ -126,17 +126,18 @@ def decoder(node: Any, where: str, fail: Fail) -> Decoder:
     if kind == "Fuse":
         return lambda tokens: ["".join(tokens)]
     if kind == "Strip":
-        return _strip_decoder(node.get("content", " "), int(node.get("start", 0)), int(node.get("stop", 0)))
+        return _strip_decoder(text_field(node, "content", " ", where, fail), int_field(node, "start", 0, where, fail, limit=2**63),
+                              int_field(node, "stop", 0, where, fail, limit=2**63))
     if kind == "Replace":
         pattern = node.get("pattern")
-        content = node.get("content", "")
+        content = text_field(node, "content", "", where, fail)
         if isinstance(pattern, dict) and isinstance(pattern.get("String"), str):
             old = pattern["String"]
             return lambda tokens: [token.replace(old, content) for token in tokens]
         compiled = compile_pattern(pattern, f"{where}.pattern", fail)
         return lambda tokens: [compiled.sub(lambda match: content, token) for token in tokens]
     if kind == "Metaspace":
-        return _metaspace_decoder(node.get("replacement", "▁"), prepend_scheme(node))
+        return _metaspace_decoder(text_field(node, "replacement", "▁", where, fail, empty=False), prepend_scheme(node, where, fail))
     if kind == "WordPiece":
-        return _wordpiece_decoder(node.get("prefix", "##"), bool(node.get("cleanup", True)))
+        return _wordpiece_decoder(text_field(node, "prefix", "##", where, fail), bool(node.get("cleanup", True)))
     raise fail(f"{where} type {kind!r} is not supported")

@@ -12,12 +12,40 @@ from polytok.errors import FormatError
 # Builds the FormatError for a problem, naming the file it is in.
 Fail = Callable[[str], FormatError]
 
+# The deepest Sequence nesting a component may have (real files use one level): the readers,
+# and the normalisers and decoders they build, recurse once per level.
+MAX_NESTING = 32
+
 
 def type_of(node: Any, where: str, fail: Fail) -> str:
-    """The node's "type"."""
+    """The node's "type"; `where`, its JSON path, says how deep it is nested (one index a level)."""
+    if where.count("[") > MAX_NESTING:
+        raise fail(f"{where} is nested more than {MAX_NESTING} Sequences deep")
     if not isinstance(node, dict) or not isinstance(node.get("type"), str):
         raise fail(f"{where} is not an object with a 'type'")
     return node["type"]
+
+
+def text_field(node: dict[str, Any], name: str, default: str, where: str, fail: Fail, *, empty: bool = True) -> str:
+    """The node's string field `name` (`default` when absent); `empty=False` refuses ""."""
+    value = node.get(name, default)
+    if not isinstance(value, str) or (not empty and not value):
+        raise fail(f"{where}.{name} is {shown(value)}, expected a {'' if empty else 'non-empty '}string")
+    return value
+
+
+def int_field(node: dict[str, Any], name: str, default: int, where: str, fail: Fail, *, limit: int) -> int:
+    """The node's integer field `name` (`default` when absent), in 0..limit."""
+    value = node.get(name, default)
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= limit:
+        raise fail(f"{where}.{name} is {shown(value)}, expected an integer from 0 to {limit}")
+    return value
+
+
+def shown(value: Any) -> str:
+    """`value` for an error message: its repr, cut to 80 characters (a file's value may be huge)."""
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def list_field(node: dict[str, Any], name: str, where: str, fail: Fail) -> list[Any]:

@@ -13,7 +13,7 @@ from typing import Any
 import regex
 
 from polytok.errors import FormatError
-from polytok.formats.huggingface.nodes import Fail, compile_pattern, list_field, type_of
+from polytok.formats.huggingface.nodes import Fail, compile_pattern, list_field, shown, text_field, type_of
 from polytok.formats.huggingface.unicode_tables import BERT_PUNCTUATION_ADDED, BERT_PUNCTUATION_REMOVED
 
 # The regex HF's ByteLevel pre-tokeniser applies when `use_regex` is true (GPT-2's, as HF writes it).
@@ -160,11 +160,11 @@ def pre_tokenizer(node: Any, where: str, fail: Fail) -> tuple[list[PreTokenizerS
         pattern = node.get("pattern")
         behavior = node.get("behavior")
         if behavior not in ("Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"):
-            raise fail(f"{where}.behavior is {behavior!r}, not one of HF's split behaviours")
+            raise fail(f"{where}.behavior is {shown(behavior)}, not one of HF's split behaviours")
         return [_split_step(compile_pattern(pattern, f"{where}.pattern", fail), behavior, bool(node.get("invert")))], False
     if kind == "Metaspace":
-        replacement = node.get("replacement", "▁")
-        scheme = prepend_scheme(node)
+        replacement = text_field(node, "replacement", "▁", where, fail, empty=False)
+        scheme = prepend_scheme(node, where, fail)
         split = node.get("split", True)
 
         def metaspace(text: str, first: bool) -> str:
@@ -186,6 +186,8 @@ def pre_tokenizer(node: Any, where: str, fail: Fail) -> tuple[list[PreTokenizerS
         return [_matches_step(regex.compile(f"{_BERT_PUNCTUATION}|(?:(?!{_BERT_PUNCTUATION})[^{_WHITE_SPACE}])+"))], False
     if kind == "Punctuation":
         behavior = node.get("behavior", "Isolated")
+        if behavior not in ("Removed", "Isolated", "MergedWithPrevious", "MergedWithNext", "Contiguous"):
+            raise fail(f"{where}.behavior is {shown(behavior)}, not one of HF's split behaviours")
         return [_split_step(regex.compile(_BERT_PUNCTUATION), behavior, False)], False
     if kind == "Digits":
         behavior = "Isolated" if node.get("individual_digits") else "Contiguous"
@@ -193,9 +195,11 @@ def pre_tokenizer(node: Any, where: str, fail: Fail) -> tuple[list[PreTokenizerS
     raise fail(f"{where} type {kind!r} is not supported")
 
 
-def prepend_scheme(node: dict[str, Any]) -> str:
+def prepend_scheme(node: dict[str, Any], where: str, fail: Fail) -> str:
     """Metaspace's prepend scheme: "always", "first" or "never" (older files say add_prefix_space)."""
     if "prepend_scheme" in node:
+        if node["prepend_scheme"] not in ("always", "first", "never"):
+            raise fail(f"{where}.prepend_scheme is {shown(node['prepend_scheme'])}, expected 'always', 'first' or 'never'")
         return node["prepend_scheme"]
     return "always" if node.get("add_prefix_space", True) else "never"
 

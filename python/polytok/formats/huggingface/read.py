@@ -10,6 +10,7 @@ regex runs in the core (polytok's own pre-tokeniser) and the merges segmenter is
 """
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -21,7 +22,7 @@ from polytok.errors import ConfigError, EncodeError, FormatError, PatternError
 from polytok.files import read_json
 from polytok.formats.huggingface.alignment import AlignedNormalizer, aligned_normalizer
 from polytok.formats.huggingface.decoders import Decoder, decoder as read_decoder
-from polytok.formats.huggingface.nodes import Fail
+from polytok.formats.huggingface.nodes import Fail, int_field, shown
 from polytok.formats.huggingface.normalizers import Normalizer, normalizer as read_normalizer
 from polytok.formats.huggingface.spans import WordModel, spelled_alignment
 from polytok.formats.huggingface.pre_tokenizers import (
@@ -334,6 +335,8 @@ class _File:
         """The id of the model's unknown token `name`, if it has one."""
         if name is None:
             return None
+        if not isinstance(name, str):
+            raise self.fail(f"model.unk_token is {shown(name)}, expected a string")
         vocab = self.model.get("vocab")
         found = vocab.get(name) if isinstance(vocab, dict) else None
         if found is None:
@@ -422,8 +425,9 @@ def _model_texts(model: dict[str, Any], model_type: str, fail: Fail) -> tuple[di
         if not isinstance(entries, list):
             raise fail("model.vocab is not a list of [piece, score]")
         for index, entry in enumerate(entries):
-            if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str) and isinstance(entry[1], (int, float))):
-                raise fail(f"model.vocab[{index}] is {entry!r}, expected [piece, score]")
+            if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str)
+                    and isinstance(entry[1], (int, float)) and not isinstance(entry[1], bool) and _finite(entry[1])):
+                raise fail(f"model.vocab[{index}] is {shown(entry)}, expected [piece, finite score]")
             texts[index] = entry[0]
             scores[index] = as_tokenizers_reads_it(float(entry[1]))
         return texts, scores
@@ -432,7 +436,7 @@ def _model_texts(model: dict[str, Any], model_type: str, fail: Fail) -> tuple[di
         raise fail("model.vocab is not an object")
     for text, token_id in raw_vocab.items():
         if isinstance(token_id, bool) or not isinstance(token_id, int) or token_id < 0 or token_id in texts:
-            raise fail(f"model.vocab[{text!r}] has id {token_id!r}; ids must be distinct non-negative integers")
+            raise fail(f"model.vocab[{shown(text)}] has id {shown(token_id)}; ids must be distinct non-negative integers")
         texts[token_id] = text
     return texts, scores
 
@@ -440,6 +444,8 @@ def _model_texts(model: dict[str, Any], model_type: str, fail: Fail) -> tuple[di
 def _added_tokens(record: dict[str, Any], texts: dict[int, str], model_size: int, fail: Fail) -> list[dict[str, Any]]:
     """The file's added tokens, checked; those with ids beyond the model's join `texts`."""
     added: list[dict[str, Any]] = []
+    if not isinstance(record.get("added_tokens") or [], list):
+        raise fail("added_tokens is not a list")
     for index, token in enumerate(record.get("added_tokens") or []):
         if not isinstance(token, dict) or not isinstance(token.get("content"), str) or not token["content"] \
                 or isinstance(token.get("id"), bool) or not isinstance(token.get("id"), int) or token["id"] < 0:
@@ -541,14 +547,15 @@ def _merges(file: _File) -> list[tuple[int, int, int]]:
     """(left, right, merged) ids of model.merges, in order."""
     ids_of = {text: token_id for token_id, text in file.texts.items() if token_id < file.model_size}
     merges = []
+    if not isinstance(file.model.get("merges") or [], list):
+        raise file.fail("model.merges is not a list")
     for index, merge in enumerate(file.model.get("merges") or []):
         pair = merge.split(" ") if isinstance(merge, str) else merge
-        if not isinstance(pair, list) or len(pair) != 2:
-            raise file.fail(f"model.merges[{index}] is {merge!r}, expected two tokens")
-        left, right = ids_of.get(pair[0]), ids_of.get(pair[1])
-        merged = ids_of.get(pair[0] + pair[1]) if isinstance(pair[0], str) and isinstance(pair[1], str) else None
+        if not isinstance(pair, list) or len(pair) != 2 or not all(isinstance(part, str) for part in pair):
+            raise file.fail(f"model.merges[{index}] is {shown(merge)}, expected two tokens")
+        left, right, merged = ids_of.get(pair[0]), ids_of.get(pair[1]), ids_of.get(pair[0] + pair[1])
         if left is None or right is None or merged is None:
-            raise file.fail(f"model.merges[{index}] ({merge!r}) names a token outside model.vocab")
+            raise file.fail(f"model.merges[{index}] ({shown(merge)}) names a token outside model.vocab")
         merges.append((left, right, merged))
     return merges
 
@@ -561,7 +568,9 @@ def _wordpiece(file: _File) -> LoadedTokenizer:
     if unk is None:
         raise file.fail("model.unk_token is missing; a WordPiece model needs one for words it cannot cut")
     prefix = model.get("continuing_subword_prefix", "##") or ""
-    max_chars = int(model.get("max_input_chars_per_word", 100))
+    if not isinstance(prefix, str):
+        raise file.fail(f"model.continuing_subword_prefix is {shown(prefix)}, expected a string")
+    max_chars = int_field(model, "max_input_chars_per_word", 100, "model", file.fail, limit=2**63)
     file.lossy.append(f"words that cannot be cut, or longer than {max_chars} characters, become {model.get('unk_token', '[UNK]')!r}")
     arguments = dict(pattern=file.core_pattern, tokens=file.vocab, strings=file.model_strings(),
                      continuation=prefix.encode("utf-8"), max_chars=max_chars, unk=unk)
@@ -573,8 +582,8 @@ def _unigram(file: _File) -> LoadedTokenizer:
     """Unigram: the core's character-level Viterbi over the scores as `tokenizers` reads them."""
     model, texts, scores = file.model, file.texts, file.scores
     unk = model.get("unk_id")
-    if unk is not None and not (isinstance(unk, int) and 0 <= unk < file.model_size):
-        raise file.fail(f"model.unk_id {unk!r} is not an id of model.vocab")
+    if unk is not None and not (isinstance(unk, int) and not isinstance(unk, bool) and 0 <= unk < file.model_size):
+        raise file.fail(f"model.unk_id {shown(unk)} is not an id of model.vocab")
     if unk is not None:
         file.lossy.append(f"characters outside the vocabulary become the unknown token {texts[unk]!r}")
     lattice = [(texts[token_id].encode("utf-8"), token_id, scores[token_id]) for token_id in range(file.model_size)]
@@ -620,6 +629,14 @@ def _native_subword(record: dict[str, Any], texts: list[str], scores: list[float
                          scores=scores, algorithm="unigram")
     except (KeyError, ConfigError, PatternError, ValueError):
         return None  # not polytok's shape (a character outside the byte-level table, a gap): read generically
+
+
+def _finite(number: int | float) -> bool:
+    """Whether `number` is a finite float (an int too large for a float is not)."""
+    try:
+        return math.isfinite(number)
+    except OverflowError:
+        return False
 
 
 def _is_hex(text: str) -> bool:
