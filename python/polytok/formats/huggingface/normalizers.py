@@ -315,5 +315,8 @@ def normalizer(node: Any, where: str, fail: Fail, lossy: list[str]) -> Normalize
         except (ValueError, TypeError):
             raise fail(f"{where}.precompiled_charsmap is not base64") from None
         lossy.append("normaliser Precompiled (SentencePiece's character map, NFKC-like) maps different texts to the same ids")
-        return precompiled(data, f"{where}.precompiled_charsmap")
+        try:
+            return precompiled(data, f"{where}.precompiled_charsmap")
+        except FormatError as error:  # CharsMap's message names the field; `fail` adds the file
+            raise fail(str(error)) from None
     raise fail(f"{where} type {kind!r} is not supported")
