@@ -22,7 +22,7 @@ import pytest
 
 import polytok
 from polytok import PreTokenCounts, Tokenizer, _core
-from polytok.errors import FormatError
+from polytok.errors import EncodeError, FormatError
 
 READERS = Path(__file__).resolve().parents[1] / "data" / "readers"
 HF_FILES = sorted(READERS.glob("hf-*.json"))
@@ -515,3 +515,19 @@ def test_a_counts_file_cut_anywhere_fails_cleanly(tmp_path):
     assert all(outcome == "FormatError" for outcome, _ in results.values())
     with pytest.raises(FormatError):
         PreTokenCounts.load(files[len(data) // 2])
+
+
+def test_a_backtracking_regex_in_an_hf_file_fails_instead_of_hanging(tmp_path):
+    record = hf_record("hf-wordpiece.json")
+    catastrophic = {"Regex": r"(a|aa)+$|(\w+\s?)*!"}
+    files = {
+        "split": dict(record, pre_tokenizer={"type": "Split", "pattern": catastrophic, "behavior": "Isolated"}),
+        "replace": dict(record, normalizer={"type": "Replace", "pattern": catastrophic, "content": "x"}),
+    }
+    for name, edited_record in files.items():
+        path = tmp_path / f"{name}.json"
+        path.write_text(json.dumps(edited_record))
+        tokenizer = polytok.load(path)
+        assert tokenizer.encode("hello") == tokenizer.encode("hello")
+        with pytest.raises(EncodeError, match="backtracks catastrophically"):
+            tokenizer.encode("a" * 40 + "b")  # ~2^40 steps without the time limit

@@ -36,6 +36,7 @@ from polytok.formats.huggingface.normalizers import (
     CharsMap,
     lowercase,
 )
+from polytok.formats.huggingface.nodes import regex_timed_out, regex_timeout
 from polytok.formats.huggingface.unicode_tables import OVERRIDES
 
 Alignment = list[int]
@@ -157,7 +158,11 @@ def replace(pattern: str, content: str, is_regex: bool) -> AlignedNormalizer:
 
     def normalize(text: str, alignment: Alignment) -> tuple[str, Alignment]:
         out_text, out_alignment, done = [], [], 0
-        for match in compiled.finditer(text):
+        try:
+            matches = list(compiled.finditer(text, timeout=regex_timeout(text)))
+        except TimeoutError:
+            raise regex_timed_out(compiled, text) from None
+        for match in matches:
             start, end = match.span()
             out_text.append(text[done:start] + content)
             out_alignment.extend(alignment[done:start])

@@ -6,7 +6,8 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import Any
 
-from polytok.formats.huggingface.nodes import Fail, compile_pattern, int_field, list_field, text_field, type_of
+from polytok.errors import DecodeError
+from polytok.formats.huggingface.nodes import Fail, compile_pattern, int_field, list_field, regex_timeout, shown, text_field, type_of
 from polytok.formats.huggingface.pre_tokenizers import byte_to_char, prepend_scheme
 
 Decoder = Callable[[list[str]], list[str]]
@@ -135,7 +136,14 @@ def decoder(node: Any, where: str, fail: Fail) -> Decoder:
             old = pattern["String"]
             return lambda tokens: [token.replace(old, content) for token in tokens]
         compiled = compile_pattern(pattern, f"{where}.pattern", fail)
-        return lambda tokens: [compiled.sub(lambda match: content, token) for token in tokens]
+
+        def replace(tokens: list[str]) -> list[str]:
+            try:
+                return [compiled.sub(lambda match: content, token, timeout=regex_timeout(token)) for token in tokens]
+            except TimeoutError:
+                raise DecodeError(f"the decoder's regex {shown(compiled.pattern)} backtracks catastrophically on a token") from None
+
+        return replace
     if kind == "Metaspace":
         return _metaspace_decoder(text_field(node, "replacement", "▁", where, fail, empty=False), prepend_scheme(node, where, fail))
     if kind == "WordPiece":

@@ -7,7 +7,7 @@ from typing import Any
 
 import regex
 
-from polytok.errors import FormatError
+from polytok.errors import EncodeError, FormatError
 
 # Builds the FormatError for a problem, naming the file it is in.
 Fail = Callable[[str], FormatError]
@@ -54,6 +54,20 @@ def list_field(node: dict[str, Any], name: str, where: str, fail: Fail) -> list[
     if not isinstance(value, list):
         raise fail(f"{where}.{name} is not a list")
     return value
+
+
+def regex_timeout(text: str) -> float:
+    """The seconds a file's regex may spend on `text`: 1 plus 10 µs a character, ten times what
+    real patterns take, so that a backtracking pattern fails instead of hanging."""
+    return 1.0 + len(text) / 100_000
+
+
+def regex_timed_out(compiled: Any, text: str) -> EncodeError:
+    """The error for a file's regex that ran past `regex_timeout` on `text`."""
+    return EncodeError(
+        f"the file's regex {shown(compiled.pattern)} took more than {regex_timeout(text):.1f} s on a text of "
+        f"{len(text)} characters (it backtracks catastrophically); a tokeniser file with this pattern cannot encode it"
+    )
 
 
 def compile_pattern(pattern: Any, where: str, fail: Fail) -> Any:

@@ -18,7 +18,7 @@ from typing import Any
 import regex
 
 from polytok.errors import FormatError
-from polytok.formats.huggingface.nodes import Fail, list_field, type_of
+from polytok.formats.huggingface.nodes import Fail, list_field, regex_timed_out, regex_timeout, type_of
 from polytok.formats.huggingface.unicode_tables import OVERRIDES
 
 Normalizer = Callable[[str], str]
@@ -73,7 +73,14 @@ def replace(pattern: str, content: str, is_regex: bool) -> Normalizer:
     if not is_regex:
         return lambda text: text.replace(pattern, content)
     compiled = regex.compile(pattern)
-    return lambda text: compiled.sub(lambda match: content, text)
+
+    def normalize(text: str) -> str:
+        try:
+            return compiled.sub(lambda match: content, text, timeout=regex_timeout(text))
+        except TimeoutError:
+            raise regex_timed_out(compiled, text) from None
+
+    return normalize
 
 
 def prepend(prefix: str) -> Normalizer:

@@ -13,7 +13,9 @@ from typing import Any
 import regex
 
 from polytok.errors import FormatError
-from polytok.formats.huggingface.nodes import Fail, compile_pattern, list_field, shown, text_field, type_of
+from polytok.formats.huggingface.nodes import (
+    Fail, compile_pattern, list_field, regex_timed_out, regex_timeout, shown, text_field, type_of,
+)
 from polytok.formats.huggingface.unicode_tables import BERT_PUNCTUATION_ADDED, BERT_PUNCTUATION_REMOVED
 
 # The regex HF's ByteLevel pre-tokeniser applies when `use_regex` is true (GPT-2's, as HF writes it).
@@ -118,7 +120,11 @@ def _split_step(compiled: Any, behavior: str, invert: bool) -> PreTokenizerStep:
     def step(splits: list[Split]) -> list[Split]:
         out = []
         for text, first in splits:
-            for start, end in _spans(text, (m.span() for m in compiled.finditer(text)), behavior, invert):
+            try:
+                matches = [m.span() for m in compiled.finditer(text, timeout=regex_timeout(text))]
+            except TimeoutError:
+                raise regex_timed_out(compiled, text) from None
+            for start, end in _spans(text, iter(matches), behavior, invert):
                 out.append((text[start:end], first and start == 0))
         return out
 
