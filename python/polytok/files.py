@@ -79,7 +79,9 @@ def read_json(path: str | os.PathLike, what: str = "file") -> Any:
     except UnicodeDecodeError as error:
         raise FormatError(f"{what} {path}: invalid UTF-8 at byte {error.start}") from None
     try:
-        return json.loads(text)
+        return json.loads(text, object_pairs_hook=_unique_keys)
+    except _RepeatedKey as error:
+        raise FormatError(f"{what} {path}: the key {error.args[0]!r} appears twice in one JSON object") from None
     except json.JSONDecodeError as error:
         raise FormatError(
             f"{what} {path} is not valid JSON at line {error.lineno} column {error.colno} "
@@ -89,3 +91,19 @@ def read_json(path: str | os.PathLike, what: str = "file") -> Any:
         raise FormatError(f"{what} {path} nests its JSON arrays and objects too deeply to read") from None
     except ValueError as error:  # an integer of more digits than sys.get_int_max_str_digits()
         raise FormatError(f"{what} {path} is not JSON polytok can read: {error}") from None
+
+
+class _RepeatedKey(ValueError):
+    """A JSON object names the key args[0] twice (json.loads would keep the last silently)."""
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    """A JSON object's dict; _RepeatedKey if two of its keys are equal."""
+    result = dict(pairs)
+    if len(result) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise _RepeatedKey(key[:80])
+            seen.add(key)
+    return result

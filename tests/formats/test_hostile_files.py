@@ -199,6 +199,7 @@ def test_bad_polytok_fields_are_format_errors_naming_the_field(tmp_path):
         ("digits", json.dumps(record).replace('"version": 1', '"version": ' + "9" * 5000), "digits"),
         ("deep", json.dumps(record).replace('"training": null', '"training": ' + "[" * 100_000 + "]" * 100_000), "deeply"),
         ("top-list", "[1, 2]", "not a tokeniser file"),
+        ("repeated-key", json.dumps(record).replace('"<|end|>": 262', '"<|end|>": 262, "<|end|>": 264'), "appears twice"),
         ("truncated", json.dumps(record)[:-1], "not valid JSON"),
     ]:
         target = tmp_path / f"{name}.json"
@@ -349,6 +350,9 @@ def test_bad_hf_fields_are_format_errors_naming_the_field(tmp_path):
         path = tmp_path / f"{name}.json"
         path.write_text(json.dumps(record))
         files[path] = field
+    repeated = tmp_path / "repeated-key.json"
+    repeated.write_text(json.dumps(bpe).replace('"vocab": {', '"vocab": {' + json.dumps(first) + ": 0, ", 1))
+    files[repeated] = "appears twice"
     deep = tmp_path / "deep.json"
     deep.write_text('{"model": ' + "[" * 100_000 + "]" * 100_000 + "}")
     files[deep] = "deeply"
