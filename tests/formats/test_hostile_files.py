@@ -421,6 +421,7 @@ def test_bad_sentencepiece_fields_are_format_errors_naming_the_field(tmp_path):
         "kind-99": (sp_model([*good, sp_piece("c", 0.0, 99)]), "pieces[4].type"),
         "score-short": (sp_model([field(1, b"c") + field(2, b"\0\0"), *good]), "pieces[0].score"),
         "empty-piece": (sp_model([*good, sp_piece("", 0.0)]), "pieces[4].piece"),
+        "repeated-piece": (sp_model([*good, sp_piece("ab", -9.0)]), "is also pieces[3]"),
         "non-utf8": (sp_model([*good, field(1, b"\xff\xfe")]), "pieces[4].piece"),
         "no-unknown": (sp_model(good[1:]), "UNKNOWN"),
         "no-pieces": (field(2, field(3, 1)), "no pieces"),

@@ -108,6 +108,7 @@ def read_model(data: bytes, source: str) -> dict[str, Any]:
     if 1 not in model:
         raise FormatError(f"{source}: no pieces (field 1); not a SentencePiece model")
     pieces = []
+    first_index: dict[str, int] = {}
     for index, raw in enumerate(model[1]):
         if not isinstance(raw, bytes):
             raise FormatError(f"{source}: pieces[{index}] is not a message")
@@ -121,6 +122,9 @@ def read_model(data: bytes, source: str) -> dict[str, Any]:
             raise FormatError(f"{source}: pieces[{index}].type is {kind}, not a SentencePiece piece type")
         if not piece:
             raise FormatError(f"{source}: pieces[{index}].piece is empty")
+        if piece in first_index:  # SentencePiece refuses such a model ("already defined")
+            raise FormatError(f"{source}: pieces[{index}].piece {piece[:80]!r} is also pieces[{first_index[piece]}]")
+        first_index[piece] = index
         pieces.append((piece, struct.unpack("<f", score_raw)[0], kind))
     trainer = parse_message(_bytes(_last(model, 2, b""), "trainer_spec", source), f"{source} trainer_spec")
     normalizer = parse_message(_bytes(_last(model, 3, b""), "normalizer_spec", source), f"{source} normalizer_spec")
