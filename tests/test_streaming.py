@@ -118,7 +118,7 @@ def test_bad_ids_are_decode_errors():
         batch.step([1])
     with pytest.raises(DecodeError, match="is not a token"):
         batch.step([1, -5])
-    with pytest.raises(ConfigError, match="batch_size must be a positive integer"):
+    with pytest.raises(ConfigError, match="batch_size must be an integer of at least 1"):
         tokenizer.decode_stream(batch_size=0)
 
 

@@ -17,6 +17,7 @@ from typing import Any, Sequence
 
 import numpy as np
 
+from polytok import checks
 from polytok.counts import PreTokenCounts, count
 from polytok.errors import ConfigError, Error, FormatError
 from polytok.lp import memory
@@ -277,7 +278,7 @@ def prefix_tokenizers(tokenizer: Any, budgets: Sequence[int]) -> list[tuple[int,
     if not budgets:
         raise ConfigError("budgets must name at least one budget K")
     for budget in budgets:
-        if isinstance(budget, bool) or not isinstance(budget, (int, np.integer)) or not 1 <= budget <= len(merges):
+        if not checks.is_integer(budget) or not 1 <= budget <= len(merges):
             raise ConfigError(f"each budget must be an integer from 1 to the {len(merges)} merges, got {budget!r}")
     vocabulary = ordinary_vocabulary(tokenizer)
     tokens = single_bytes()

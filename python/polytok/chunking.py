@@ -20,6 +20,7 @@ from typing import TYPE_CHECKING, Literal, NamedTuple
 
 import numpy as np
 
+from polytok import checks
 from polytok.errors import ConfigError, EncodeError
 from polytok.offsets import character_starts, encode_with_offsets, input_bytes
 from polytok.token_index import token_index
@@ -37,9 +38,7 @@ PAD_TOKENS = ("<pad>", "<|pad|>", "[PAD]", "<|padding|>", "<PAD>")
 
 def check_max_tokens(max_tokens: int, name: str = "max_tokens") -> int:
     """`max_tokens` if it is an integer of at least 1; ConfigError otherwise."""
-    if isinstance(max_tokens, bool) or not isinstance(max_tokens, (int, np.integer)) or max_tokens < 1:
-        raise ConfigError(f"{name} must be an integer of at least 1, not {max_tokens!r}")
-    return int(max_tokens)
+    return checks.integer(name, max_tokens)
 
 
 def _check_side(side: str, name: str) -> None:
@@ -124,8 +123,7 @@ def chunk(
     tokens before the previous one ends (fewer where a character would be split). EncodeError
     when one character alone takes more than `max_tokens` tokens."""
     max_tokens = check_max_tokens(max_tokens)
-    if isinstance(overlap, bool) or not isinstance(overlap, (int, np.integer)) or overlap < 0:
-        raise ConfigError(f"overlap must be an integer of at least 0, not {overlap!r}")
+    overlap = checks.integer("overlap", overlap, 0)
     if overlap >= max_tokens:
         raise ConfigError(f"overlap ({overlap}) must be below max_tokens ({max_tokens}), or no chunk would advance")
     data = input_bytes(text)
@@ -222,7 +220,7 @@ def encode_batch_padded(
         pad_to_multiple_of = check_max_tokens(pad_to_multiple_of, "pad_to_multiple_of")
     if pad_id is None:
         pad_id = pad_id_of(tokenizer)
-    elif isinstance(pad_id, bool) or not isinstance(pad_id, (int, np.integer)) or not 0 <= pad_id < tokenizer.n_vocab:
+    elif not checks.is_integer(pad_id) or not 0 <= pad_id < tokenizer.n_vocab:
         raise ConfigError(f"pad_id must be an id of this tokeniser (0..{tokenizer.n_vocab - 1}), not {pad_id!r}")
     encoded = tokenizer.encode_batch(texts, num_threads, allowed_special=allowed_special, disallowed_special=disallowed_special)
     if max_tokens is not None:

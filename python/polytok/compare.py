@@ -9,7 +9,6 @@ models, through polytok's readers.
 from __future__ import annotations
 
 import html
-import json
 import os
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Sequence

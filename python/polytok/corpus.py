@@ -44,7 +44,8 @@ from importlib import resources
 from pathlib import Path
 from typing import IO, Any, Iterable, Iterator, Union
 
-from polytok.errors import ConfigError, CorpusError
+from polytok import checks
+from polytok.errors import CorpusError
 
 
 
@@ -81,8 +82,6 @@ CHUNK_BYTES = 1 << 20
 LAST_RESORT_CHUNKS = 64
 #: Rows per record batch read from a Parquet file.
 PARQUET_BATCH_ROWS = 1024
-#: What `errors` may be: stop on invalid UTF-8, replace it with U+FFFD, or pass raw bytes through.
-ERROR_MODES = ("strict", "replace", "bytes")
 #: File suffixes a directory is searched for (each also with .gz or .zst appended).
 TEXT_SUFFIXES = (".txt", ".text", ".md", ".rst", ".jsonl", ".parquet")
 COMPRESSED_SUFFIXES = (".gz", ".zst")
@@ -149,8 +148,7 @@ def iter_documents(
     as_utf8=True (for readers of bytes, such as the counter): plain-text files' documents come as
     their bytes, checked as errors="strict" checks them but never decoded whole.
     """
-    if errors not in ERROR_MODES:
-        raise ConfigError(f"errors={errors!r}; expected one of {', '.join(ERROR_MODES)}")
+    checks.error_mode(errors)
     options = {"text_field": text_field, "text_column": text_column, "errors": errors, "as_utf8": as_utf8}
     if isinstance(source, (str, os.PathLike)):
         return _files_documents(expand_paths(source), options)
@@ -519,8 +517,7 @@ def read_jsonl_span(path: Path, start: int, stop: int, text_field: str = "text",
     """The documents of the lines in bytes [start, stop) of the uncompressed .jsonl file `path`,
     where start and stop are 0, cuts from `next_line_start` or the file's end. Errors name the
     line by its byte offset in the file (its number is not known without reading from the start)."""
-    if errors not in ERROR_MODES:
-        raise ConfigError(f"errors={errors!r}; expected one of {', '.join(ERROR_MODES)}")
+    checks.error_mode(errors)
     try:
         with open(path, "rb") as stream:
             stream.seek(start)
@@ -546,8 +543,7 @@ def read_parquet_row_groups(
     path: Path, first: int, stop: int, text_column: str = "text", errors: str = "strict"
 ) -> Iterator[str | bytes]:
     """The documents of row groups [first, stop) of the uncompressed Parquet file `path`."""
-    if errors not in ERROR_MODES:
-        raise ConfigError(f"errors={errors!r}; expected one of {', '.join(ERROR_MODES)}")
+    checks.error_mode(errors)
     try:
         yield from _parquet_documents(path, text_column, errors, range(first, stop))
     except OSError as error:
@@ -588,8 +584,7 @@ def read_text_span(
     are 0, cuts from `next_cut` or the file's end: together the spans of a file hold exactly the
     pre-tokens of the whole file. Invalid UTF-8 is reported at its byte offset in the file;
     as_utf8: as `iter_documents` says."""
-    if errors not in ERROR_MODES:
-        raise ConfigError(f"errors={errors!r}; expected one of {', '.join(ERROR_MODES)}")
+    checks.error_mode(errors)
     try:
         with open(path, "rb") as stream:
             stream.seek(start)

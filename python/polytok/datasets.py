@@ -30,7 +30,7 @@ from typing import Any, Iterator
 import numpy as np
 
 import polytok
-from polytok import corpus
+from polytok import checks, corpus
 from polytok.corpus import Source
 from polytok.distributed import DEFAULT_RETRIES, connect, corpus_files, get_result
 from polytok.errors import ClusterError, ConfigError, CorpusError, FormatError
@@ -65,10 +65,8 @@ def encode_dataset(
     directory `output` (made with its parents if missing), on the Ray cluster at `address` (see `polytok.count`); returns the index,
     whose "encoded" and "skipped" say how many shards this run encoded and found already done.
     `pattern` and `special_tokens` complete tokeniser files that lack them (tiktoken)."""
-    if errors not in corpus.ERROR_MODES:
-        raise ConfigError(f"errors={errors!r}; expected one of {', '.join(corpus.ERROR_MODES)}")
-    if isinstance(retries, bool) or not isinstance(retries, int) or retries < 0:
-        raise ConfigError(f"retries={retries!r}; expected an integer of at least 0")
+    checks.error_mode(errors)
+    checks.integer("retries", retries, 0)
     files = corpus_files(source)
     directory = Path(os.path.abspath(output))
     if directory.exists() and not directory.is_dir():

@@ -25,7 +25,7 @@ from pathlib import Path
 from typing import Any, Iterator
 
 import polytok
-from polytok import corpus
+from polytok import checks, corpus
 from polytok.corpus import Source
 from polytok.counts import PreTokenCounts, count, make_counter, nothing_counted
 from polytok.errors import ClusterError, ConfigError, CorpusError, Error
@@ -125,7 +125,7 @@ def shard_size(total_bytes: int, cpus: int) -> int:
 
 def count_on_ray(
     source: Source,
-    pattern: str | None = "cl100k",
+    pattern: str | None = checks.DEFAULT_PATTERN,
     special_tokens: list[str] | None = None,
     *,
     address: str | None = None,
@@ -140,11 +140,10 @@ def count_on_ray(
     """`polytok.count(source, ..., engine="ray", address=address)`: the counts of the corpus files,
     counted on a Ray cluster in shards of `shard_bytes` (None: see `shard_size`), each task on
     `num_threads` threads (None: 1), a task whose worker dies retried `retries` times."""
-    if errors not in corpus.ERROR_MODES:
-        raise ConfigError(f"errors={errors!r}; expected one of {', '.join(corpus.ERROR_MODES)}")
-    for name, value, least in (("shard_bytes", shard_bytes, 1), ("retries", retries, 0)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < least):
-            raise ConfigError(f"{name}={value!r}; expected an integer of at least {least}")
+    checks.error_mode(errors)
+    checks.optional_integer("shard_bytes", shard_bytes)
+    checks.integer("retries", retries, 0)
+    checks.num_threads(num_threads)
     # The pattern and special tokens are checked before any cluster is started.
     _, regex = make_counter(pattern, special_tokens, 1)
     files = corpus_files(source)

@@ -22,8 +22,8 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from polytok import _core
-from polytok.errors import ConfigError, PatternError
+from polytok import _core, checks
+from polytok.errors import PatternError
 
 # The exact patterns of tiktoken's openai_public.py (gpt2 = r50k, cl100k, o200k) and of
 # nanochat's tokenizer.py (GPT-4 style with numbers of at most two digits).
@@ -77,17 +77,11 @@ class PreTokenizer:
     """Splits documents into pre-tokens (bytes): special tokens first, then the regex."""
 
     def __init__(
-        self, pattern: str | None = "cl100k", special_tokens: Iterable[str] | None = None
+        self, pattern: str | None = checks.DEFAULT_PATTERN, special_tokens: Iterable[str] | None = None
     ) -> None:
         self.pattern = resolve_pattern(pattern)
-        self.special_tokens = list(special_tokens or [])
-        encoded = []
-        for index, token in enumerate(self.special_tokens):
-            if not isinstance(token, str) or not token:
-                raise ConfigError(
-                    f"special token {index} is {token!r}: expected a non-empty string"
-                )
-            encoded.append(token.encode("utf-8"))
+        self.special_tokens = checks.special_tokens(special_tokens)
+        encoded = [token.encode("utf-8") for token in self.special_tokens]
         try:
             self._core = _core.PreTokenizer(self.pattern, encoded, False)
         except ValueError as error:

@@ -21,8 +21,8 @@ import weakref
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from polytok import _core
-from polytok.errors import ConfigError, DecodeError
+from polytok import _core, checks
+from polytok.errors import DecodeError
 from polytok.token_index import token_index
 
 if TYPE_CHECKING:
@@ -93,8 +93,7 @@ class BatchDecodeStream:
     text per stream; `flush()` returns each stream's rest."""
 
     def __init__(self, tokenizer: BaseTokenizer, size: int):
-        if isinstance(size, bool) or not isinstance(size, int) or size < 1:
-            raise ConfigError(f"batch_size must be a positive integer, not {size!r}")
+        checks.integer("batch_size", size)
         self._streams = [decode_stream(tokenizer) for _ in range(size)]
 
     def step(self, ids: Sequence[int]) -> list[str]:

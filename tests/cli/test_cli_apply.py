@@ -58,7 +58,7 @@ def test_encode_max_tokens(saved, tmp_path, capsysbinary):
     first, second = [list(map(int, line.split())) for line in out.decode().splitlines()]
     assert first == tokenizer.encode("a long line of text that takes many tokens 😀😀")[:4] and second == tokenizer.encode("short")
     status, _, err = run(capsysbinary, "encode", "-t", str(saved["bpe-cl100k"]), "--max-tokens", "0", str(source))
-    assert status == 2 and b"--max-tokens must be an integer of at least 1, not 0" in err
+    assert status == 2 and b"--max-tokens must be an integer of at least 1, got 0" in err
 
 
 @pytest.mark.parametrize("file_format, suffix", [("huggingface", ".json"), ("tiktoken", ".tiktoken")])

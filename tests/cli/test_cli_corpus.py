@@ -9,7 +9,7 @@ import pytest
 
 import polytok
 from polytok.cli import main
-from polytok.corpus import ERROR_MODES
+from polytok.checks import ERROR_MODES
 
 DATA = Path(__file__).parents[1] / "data"
 INVALID = b"hello w\xffrld\nmore text\n"  # 0xff at byte offset 7 is never UTF-8

@@ -155,8 +155,8 @@ def test_shard_size_gives_a_few_shards_per_cpu_within_bounds():
     [
         (polytok.texts(["in memory"]), {}, ConfigError, "counts files that every node can read"),
         (DATA / "kjv.txt", {"pattern": "cl100K"}, PatternError, "cl100K"),
-        (DATA / "kjv.txt", {"shard_bytes": 0}, ConfigError, "shard_bytes=0"),
-        (DATA / "kjv.txt", {"retries": -1}, ConfigError, "retries=-1"),
+        (DATA / "kjv.txt", {"shard_bytes": 0}, ConfigError, "shard_bytes must be an integer of at least 1, got 0"),
+        (DATA / "kjv.txt", {"retries": -1}, ConfigError, "retries must be an integer of at least 0, got -1"),
         (DATA / "missing.txt", {}, CorpusError, "no such file"),
         (DATA / "kjv.txt", {"address": "no-port"}, ConfigError, "expected 'local', 'auto' or host:port"),
     ],

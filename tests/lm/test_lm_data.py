@@ -73,7 +73,7 @@ def test_a_budget_below_one_step_names_the_step_size():
 
 
 @pytest.mark.parametrize("options, message", [
-    ({"depth": 0}, "depth=0"),
+    ({"depth": 0}, "depth must be an integer of at least 1, got 0"),
     ({"width": 98, "heads": 2}, "heads of an even size"),
     ({"width": 100, "heads": 3}, "heads of an even size"),
     ({"seeds": 0}, "at least one seed"),

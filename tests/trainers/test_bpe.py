@@ -264,7 +264,7 @@ SMALL = PreTokenCounts.from_dict({b"abc": 1}, pattern="cl100k")
         (lambda: train(SMALL, vocab_size=300, special_tokens="<s>"), "list of strings"),
         (lambda: train(SMALL, vocab_size=300, special_tokens=[""]), "non-empty string"),
         (lambda: train(SMALL, vocab_size=300, pattern="gpt2"), "differs from the pattern"),
-        (lambda: train(SMALL, vocab_size=300, min_frequency=0), "min_frequency must be an integer >= 1"),
+        (lambda: train(SMALL, vocab_size=300, min_frequency=0), "min_frequency must be an integer of at least 1"),
         (lambda: train(SMALL, vocab_size=300, num_threads=0), "num_threads"),
         (lambda: train(SMALL, vocab_size=300, rounding="up"), "unknown option(s) ['rounding'] for algorithm 'bpe'"),
         (lambda: train(SMALL, vocab_size=300, text_field="body"), "only apply when reading a corpus"),

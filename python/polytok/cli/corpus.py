@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 
 import polytok
+from polytok import checks
 from polytok.cli.options import Command, add_corpus_options, pattern, quiet_ray_errors, reader_options
 from polytok.metrics import corpus_stats
 from polytok.report import write_corpus_plots
@@ -29,7 +30,7 @@ def add_count_arguments(parser: argparse.ArgumentParser) -> None:
     """`polytok count CORPUS... -o counts.ptc`."""
     parser.add_argument("corpus", type=Path, nargs="+", help="text, .jsonl or .parquet files (optionally .gz/.zst), directories or globs")
     parser.add_argument("-o", "--output", required=True, help="counts file to write")
-    parser.add_argument("--pattern", default="cl100k", help="preset (gpt2, cl100k, o200k, nanochat), a regex, or 'none'")
+    parser.add_argument("--pattern", default=checks.DEFAULT_PATTERN, help="preset (gpt2, cl100k, o200k, nanochat), a regex, or 'none'")
     parser.add_argument("--special", action="append", default=[], help="special token to split out (repeatable)")
     parser.add_argument("--threads", type=int, default=None, help="worker threads (default: all cores; with --ray: of each task, default 1)")
     parser.add_argument(

@@ -8,6 +8,7 @@ import json
 import sys
 from pathlib import Path
 
+from polytok import checks
 from polytok.files import atomic_write, read_json
 from polytok.cli.options import (
     Command,
@@ -84,7 +85,7 @@ def add_stability_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-f", "--fraction", type=float, default=0.5, help="probability that a line is in a sample")
     parser.add_argument("--unit", choices=["line", "document"], default="line", help="what a sample keeps or drops")
     parser.add_argument("--seed", type=int, default=0, help="seed of the samples")
-    parser.add_argument("--pattern", default="cl100k", help="preset (gpt2, cl100k, o200k, nanochat), a regex, or 'none'")
+    parser.add_argument("--pattern", default=checks.DEFAULT_PATTERN, help="preset (gpt2, cl100k, o200k, nanochat), a regex, or 'none'")
     parser.add_argument("--special", action="append", default=[], help="special token (repeatable)")
     parser.add_argument("--json", action="store_true", help="print JSON")
     add_corpus_options(parser)

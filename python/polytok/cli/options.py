@@ -7,7 +7,7 @@ import os
 from typing import Any, Callable, NamedTuple
 
 import polytok
-from polytok.corpus import ERROR_MODES
+from polytok.checks import ERROR_MODES
 
 
 class Command(NamedTuple):

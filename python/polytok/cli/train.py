@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import polytok
+from polytok import checks
 from polytok.cli.options import Command, add_corpus_options, integer_list, pattern, reader_options
 from polytok.corpus import default_corpus
 from polytok.errors import ConfigError
@@ -27,7 +28,7 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-v", "--vocab-size", type=vocab_sizes, default=32768,
                         help="total vocabulary size, bytes and specials included; convex: several, comma-separated, "
                              "train one tokeniser each in one run (-o then needs {vocab_size})")
-    parser.add_argument("--pattern", default="cl100k", help="preset (gpt2, cl100k, o200k, nanochat), a regex, or 'none'")
+    parser.add_argument("--pattern", default=checks.DEFAULT_PATTERN, help="preset (gpt2, cl100k, o200k, nanochat), a regex, or 'none'")
     parser.add_argument("--special", action="append", default=[], help="special token (repeatable); gets an id after the learned tokens")
     parser.add_argument("--min-frequency", type=int, default=None, help="BPE: stop when no pair is this frequent")
     parser.add_argument("--rounding", default=None, help="convex: det, bias, int or price")

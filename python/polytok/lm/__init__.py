@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
+from polytok import checks
 from polytok.errors import ConfigError, CorpusError
 from polytok.files import atomic_write
 from polytok.compare import named_tokenizers
@@ -94,9 +95,7 @@ def evaluate(
             f"{batch_size} × {context_bytes} = {batch_size * context_bytes:,} bytes: raise the budget or "
             "lower batch_size or context_bytes"
         )
-    if torch_threads is not None and (isinstance(torch_threads, bool) or not isinstance(torch_threads, int)
-                                      or torch_threads < 1):
-        raise ConfigError(f"torch_threads={torch_threads!r}; expected a positive integer or None")
+    checks.optional_integer("torch_threads", torch_threads)
     output = _check_output(output)
     torch = require_torch()
     with _torch_threads(torch, torch_threads):
@@ -234,7 +233,7 @@ def _seeds(seeds: int | Sequence[int]) -> list[int]:
             raise ConfigError(f"seeds={seeds}; need at least one seed")
         return list(range(seeds))
     seed_list = list(seeds)
-    if not seed_list or not all(isinstance(seed, int) and not isinstance(seed, bool) and seed >= 0 for seed in seed_list):
+    if not seed_list or not all(checks.is_integer(seed) and seed >= 0 for seed in seed_list):
         raise ConfigError(f"seeds={seeds!r}; expected a count of seeds or a non-empty list of integers ≥ 0")
     if len(set(seed_list)) != len(seed_list):
         raise ConfigError(f"seeds={seed_list}: each seed once (a repeated seed repeats the same run)")
@@ -243,9 +242,7 @@ def _seeds(seeds: int | Sequence[int]) -> list[int]:
 
 def _check_options(**options: Any) -> None:
     for name in ("budget", "depth", "width", "heads", "context_bytes", "batch_size"):
-        value = options[name]
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
-            raise ConfigError(f"{name}={value!r}; expected a positive integer")
+        checks.integer(name, options[name])
     if options["context_bytes"] < 4:
         raise ConfigError(f"context_bytes={options['context_bytes']}; a window must hold at least 4 bytes, "
                           "the longest UTF-8 character")

@@ -22,7 +22,7 @@ from typing import Sequence
 
 import numpy as np
 
-from polytok import _core
+from polytok import _core, checks
 from polytok.counts import PreTokenCounts
 from polytok.errors import ConfigError, Error
 from polytok.lp.dual import TIE_FRACTION
@@ -177,7 +177,7 @@ def parse_size(value: int | str | None, name: str = "memory_limit") -> int | Non
     """Bytes from an int or a string such as '12G', '800M' or '1.5GiB' (powers of 1024)."""
     if value is None:
         return None
-    if isinstance(value, (int, np.integer)) and not isinstance(value, bool):
+    if checks.is_integer(value):
         if value <= 0:
             raise ConfigError(f"{name} must be > 0 bytes, got {value}")
         return int(value)

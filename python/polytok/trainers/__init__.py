@@ -11,11 +11,12 @@ from __future__ import annotations
 import inspect
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
+from polytok import checks
 from polytok.counts import PreTokenCounts
 from polytok.errors import ConfigError
 from polytok.pretokenize import resolve_pattern
 from polytok.trainers import bpe, convex, unigram, wordpiece
-from polytok.trainers.bpe import check_special_tokens, is_integer, train_bpe
+from polytok.trainers.bpe import train_bpe
 from polytok.trainers.convex import train_convex
 from polytok.trainers.unigram import train_unigram
 from polytok.trainers.wordpiece import train_wordpiece
@@ -45,7 +46,6 @@ CORPUS_OPTIONS = ("text_field", "text_column", "errors")
 # Trainer arguments that `train` fills in itself, never from **options.
 _GIVEN = ("counts", "budget", "special_tokens")
 
-_DEFAULT_PATTERN = "cl100k"
 _UNSET: Any = object()
 
 
@@ -66,7 +66,7 @@ def train(
     trainer = TRAINERS.get(algorithm)
     if trainer is None:
         raise ConfigError(f"unknown algorithm {algorithm!r}; known: {', '.join(sorted(TRAINERS))}")
-    special_tokens = check_special_tokens(special_tokens)
+    special_tokens = checks.special_tokens(special_tokens)
     if isinstance(vocab_size, (list, tuple)):
         # One run for several sizes: only ConvexTok shares its solve between them.
         if algorithm != "convex" or not vocab_size:
@@ -97,7 +97,7 @@ def train(
 
         counts = count(
             corpus_or_counts,
-            pattern=_DEFAULT_PATTERN if pattern is _UNSET else pattern,
+            pattern=checks.DEFAULT_PATTERN if pattern is _UNSET else pattern,
             special_tokens=special_tokens,
             num_threads=num_threads,
             progress=progress,
@@ -118,7 +118,7 @@ def budget(vocab_size: int, special_tokens: Sequence[str], base: int) -> int:
     holds `base` tokens before learning (the 256 bytes; see `base_size`) and the special tokens.
     `vocab_size = base + len(special_tokens) + K`."""
     minimum = base + len(special_tokens)
-    if not is_integer(vocab_size) or vocab_size < minimum:
+    if not checks.is_integer(vocab_size) or vocab_size < minimum:
         raise ConfigError(
             f"vocab_size must be an integer of at least {minimum} ({base} byte tokens + "
             f"{len(special_tokens)} special tokens), got {vocab_size!r}"

@@ -7,11 +7,9 @@ Training stops early, with a smaller vocabulary, when no pair occurs `min_freque
 """
 from __future__ import annotations
 
-from numbers import Integral
 from typing import TYPE_CHECKING, Any, Sequence
 
-
-from polytok import _core
+from polytok import _core, checks
 from polytok.counts import PreTokenCounts
 from polytok.errors import ConfigError, CorpusError
 from polytok.progress import progress_bar
@@ -88,31 +86,8 @@ def train_bpe(
 
 def check_options(*, min_frequency: int = 1, num_threads: int | None = None, **_: Any) -> None:
     """Refuses option values BPE training cannot use (`train` checks them before counting)."""
-    if not is_integer(min_frequency) or min_frequency < 1:
-        raise ConfigError(f"min_frequency must be an integer >= 1, got {min_frequency!r}")
-    if num_threads is not None and (not is_integer(num_threads) or num_threads < 1):
-        raise ConfigError(f"num_threads must be an integer >= 1 or None (all cores), got {num_threads!r}")
-
-
-def is_integer(value: Any) -> bool:
-    """True for Python and numpy integers, False for bools, floats and the rest."""
-    return isinstance(value, Integral) and not isinstance(value, bool)
-
-
-def check_special_tokens(special_tokens: Sequence[str] | None) -> list[str]:
-    """The special tokens as a list of distinct non-empty strings, or a ConfigError."""
-    if special_tokens is None:
-        return []
-    if isinstance(special_tokens, (str, bytes)):
-        raise ConfigError(f"special_tokens must be a list of strings, got the single string {special_tokens!r}")
-    tokens = list(special_tokens)
-    for token in tokens:
-        if not isinstance(token, str) or not token:
-            raise ConfigError(f"each special token must be a non-empty string, got {token!r}")
-    repeated = sorted({token for token in tokens if tokens.count(token) > 1})
-    if repeated:
-        raise ConfigError(f"special tokens must be distinct, {repeated} given more than once")
-    return tokens
+    checks.integer("min_frequency", min_frequency)
+    checks.num_threads(num_threads)
 
 
 def build_tokenizer(

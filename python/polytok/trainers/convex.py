@@ -13,7 +13,6 @@ import numpy as np
 
 from polytok.certify import Certificate, stopped_early
 from polytok.counts import PreTokenCounts
-from polytok.errors import ConfigError
 from polytok.lp import memory
 from polytok.lp.bound import shortest_path_tokens, single_bytes
 from polytok.lp.graph import TokenisationGraph

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Sequence
 
 
-from polytok import _core
+from polytok import _core, checks
 from polytok.counts import PreTokenCounts
 from polytok.errors import ConfigError, CorpusError
 from polytok.progress import progress_bar
@@ -32,14 +32,12 @@ def check_options(
     **_: Any,
 ) -> None:
     """Refuses option values Unigram training cannot use (`train` checks them before counting)."""
-    for name, value, low in (("seed_size", seed_size, 0), ("max_piece_bytes", max_piece_bytes, 1),
-                             ("sub_iterations", sub_iterations, 1)):
-        if not isinstance(value, int) or isinstance(value, bool) or value < low:
-            raise ConfigError(f"{name} must be an integer of at least {low}, got {value!r}")
+    checks.integer("seed_size", seed_size, 0)
+    checks.integer("max_piece_bytes", max_piece_bytes)
+    checks.integer("sub_iterations", sub_iterations)
     if not 0.0 < shrinking_factor < 1.0:
         raise ConfigError(f"shrinking_factor must be in (0, 1), got {shrinking_factor!r}")
-    if num_threads is not None and (not isinstance(num_threads, int) or num_threads < 1):
-        raise ConfigError(f"num_threads must be a positive integer or None, got {num_threads!r}")
+    checks.num_threads(num_threads)
 
 
 def learn_unigram(

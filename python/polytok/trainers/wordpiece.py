@@ -22,7 +22,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any, Sequence
 
 
-from polytok import _core
+from polytok import _core, checks
 from polytok.counts import PreTokenCounts
 from polytok.errors import ConfigError, CorpusError
 from polytok.progress import progress_bar
@@ -46,8 +46,7 @@ def check_options(
     """Refuses option values WordPiece training cannot use (`train` checks them before counting)."""
     if continuation_marker is not None and not isinstance(continuation_marker, str):
         raise ConfigError(f"continuation_marker must be a string or None, got {continuation_marker!r}")
-    if not isinstance(min_frequency, int) or isinstance(min_frequency, bool) or min_frequency < 1:
-        raise ConfigError(f"min_frequency must be a positive integer, got {min_frequency!r}")
+    checks.integer("min_frequency", min_frequency)
 
 
 def learn_wordpiece(
