@@ -244,6 +244,9 @@ impl fmt::Display for CompatError {
                 f,
                 "the added tokens' word indices must be in order and at most the number of words"
             ),
+            CompatError::UserDefinedMatcher(ref error) => {
+                write!(f, "the user-defined pieces cannot be matched: {error}")
+            }
             CompatError::IdOutOfRange { what, id, tokens } => write!(
                 f,
                 "{what} name the id {id}, but the ids of the {tokens} tokens are 0..{}",

@@ -44,6 +44,8 @@ pub enum CompatError {
     WordLengths { total: usize, data: usize },
     /// A document's added tokens are not in word order, or point past its last word.
     AddedTokenIndices,
+    /// The matcher of the user-defined pieces could not be built (the error's words).
+    UserDefinedMatcher(String),
     /// An id given for `what` (e.g. "merges") is not below the number of tokens.
     IdOutOfRange { what: &'static str, id: u32, tokens: usize },
 }

@@ -3,6 +3,8 @@
 //! first; user-defined pieces kept as they are; whitespace removal, `▁` for spaces and the
 //! dummy prefix; then the normalised text is cut at the user-defined pieces for the segmenter
 //! (`Encoder::sentencepiece_ids` in pipeline.rs runs the whole pipeline in one call).
+use aho_corasick::{AhoCorasick, Anchored, Input, MatchKind, StartKind};
+
 use super::CompatError;
 use crate::segment::utf8::utf8_char_len;
 
@@ -11,8 +13,11 @@ const REPLACEMENT_CHARACTER: &[u8] = "\u{FFFD}".as_bytes();
 pub struct SentencePieceNormalizer {
     units: Vec<u32>,
     replacements: Vec<u8>,
-    /// User-defined pieces with their ids, longest first: the first that starts the input wins.
-    user_defined: Vec<(Vec<u8>, u32)>,
+    /// The ids of the user-defined pieces, by the matcher's pattern index.
+    user_defined: Vec<u32>,
+    /// Leftmost-longest matcher of the user-defined pieces (None: there are none), searched
+    /// anchored at one position or along a text: its time does not grow with their number.
+    user_defined_matcher: Option<AhoCorasick>,
     /// Whether a user-defined piece starts with each byte.
     user_defined_may_start: [bool; 256],
     /// Whether any charsmap rule or user-defined piece starts with each byte; the other bytes
@@ -81,15 +86,23 @@ impl SentencePieceNormalizer {
         Some((length, &tail[..end]))
     }
 
+    /// The length of the longest user-defined piece that starts at `data[at]`, if one does.
+    fn user_defined_at(&self, data: &[u8], at: usize) -> Option<usize> {
+        if !self.user_defined_may_start[data[at] as usize] {
+            return None;
+        }
+        let matcher = self.user_defined_matcher.as_ref()?;
+        let input = Input::new(data).range(at..).anchored(Anchored::Yes);
+        matcher.find(input).map(|found| found.len())
+    }
+
     /// What the input at `at` becomes, and how many bytes it takes.
     fn prefix<'a>(&'a self, data: &'a [u8], at: usize) -> (&'a [u8], usize) {
         if !self.may_start[data[at] as usize] && data[at] < 0x80 {
             return (&data[at..at + 1], 1);
         }
-        for (piece, _) in &self.user_defined {
-            if data[at..].starts_with(piece) {
-                return (&data[at..at + piece.len()], piece.len());
-            }
+        if let Some(length) = self.user_defined_at(data, at) {
+            return (&data[at..at + length], length);
         }
         if let Some((length, replacement)) = self.longest_rule(data, at) {
             return (replacement, length);
@@ -175,25 +188,14 @@ impl SentencePieceNormalizer {
     /// the normalised text, so a piece can only match where a character starts.
     pub fn split_user_defined<'a>(&self, normalized: &'a [u8], mut f: impl FnMut(Part<'a>)) {
         let mut start = 0;
-        let mut at = 0;
-        while at < normalized.len() {
-            let found = if self.user_defined_may_start[normalized[at] as usize] {
-                self.user_defined
-                    .iter()
-                    .find(|(bytes, _)| normalized[at..].starts_with(bytes))
-            } else {
-                None
-            };
-            match found {
-                Some((bytes, id)) => {
-                    if at > start {
-                        f(Part::Text(&normalized[start..at]));
-                    }
-                    f(Part::UserDefined(*id));
-                    at += bytes.len();
-                    start = at;
+        if let Some(matcher) = &self.user_defined_matcher {
+            // Leftmost-longest, without overlaps: at each position the longest piece there.
+            for found in matcher.find_iter(normalized) {
+                if found.start() > start {
+                    f(Part::Text(&normalized[start..found.start()]));
                 }
-                None => at += 1,
+                f(Part::UserDefined(self.user_defined[found.pattern().as_usize()]));
+                start = found.end();
             }
         }
         if normalized.len() > start {
@@ -234,7 +236,16 @@ impl SentencePieceNormalizer {
             (units, charsmap[4 + size..].to_vec())
         };
         user_defined.retain(|(piece, _)| !piece.is_empty());
-        user_defined.sort_by_key(|(piece, _)| std::cmp::Reverse(piece.len()));
+        let user_defined_matcher = if user_defined.is_empty() {
+            None
+        } else {
+            let matcher = AhoCorasick::builder()
+                .match_kind(MatchKind::LeftmostLongest)
+                .start_kind(StartKind::Both)
+                .build(user_defined.iter().map(|(piece, _)| piece))
+                .map_err(|error| CompatError::UserDefinedMatcher(error.to_string()))?;
+            Some(matcher)
+        };
         let mut may_start = [false; 256];
         for (piece, _) in &user_defined {
             may_start[piece[0] as usize] = true;
@@ -259,7 +270,8 @@ impl SentencePieceNormalizer {
         Ok(SentencePieceNormalizer {
             units,
             replacements,
-            user_defined,
+            user_defined: user_defined.iter().map(|&(_, id)| id).collect(),
+            user_defined_matcher,
             user_defined_may_start,
             may_start,
             ascii_kept,

@@ -159,7 +159,11 @@ class SentencePiecePipeline(Pipeline):
         self.charsmap = CharsMap(spec["precompiled_charsmap"], f"{source} normalizer_spec.precompiled_charsmap") \
             if spec["precompiled_charsmap"] else None
         user_defined = [(piece.encode("utf-8"), index) for index, (piece, _, kind) in enumerate(spec["pieces"]) if kind == USER_DEFINED]
-        self.user_defined = sorted({piece for piece, _ in user_defined}, key=len, reverse=True)
+        # the user-defined pieces, their lengths longest first, and the prefixes of up to 4
+        # bytes they start with: a lookup costs the number of lengths, not of pieces
+        self.user_defined = frozenset(piece for piece, _ in user_defined)
+        self._user_defined_lengths = sorted({len(piece) for piece in self.user_defined}, reverse=True)
+        self._user_defined_starts = frozenset(piece[:size] for piece in self.user_defined for size in range(1, 5))
         # each piece's kind, and the normalised bytes it stands for (a byte piece its byte)
         self._kinds = [kind for _, _, kind in spec["pieces"]]
         self._surfaces = [bytes([int(piece[3:5], 16)]) if kind == BYTE else piece.encode("utf-8") for piece, _, kind in spec["pieces"]]
@@ -288,7 +292,7 @@ class SentencePiecePipeline(Pipeline):
         itself, a user-defined piece starting with it), "followed" (only rules longer than it
         start with it), or "never"."""
         encoded = char.encode("utf-8")
-        if char == " " or any(piece.startswith(encoded) for piece in self.user_defined):
+        if char == " " or encoded in self._user_defined_starts:
             return "always"
         if self.charsmap is None or not self.charsmap.may_start(encoded):
             return "never"
@@ -300,9 +304,9 @@ class SentencePiecePipeline(Pipeline):
         """What SentencePiece's NormalizePrefix makes of data[at:] and how many bytes it takes:
         the longest user-defined piece kept as it is, else the longest charsmap rule, else one
         character (an invalid byte as U+FFFD)."""
-        for piece in self.user_defined:
-            if data.startswith(piece, at):
-                return piece, len(piece)
+        for length in self._user_defined_lengths:
+            if data[at : at + length] in self.user_defined:
+                return data[at : at + length], length
         rule = None if self.charsmap is None else self.charsmap.longest_rule(data, at)
         if rule is not None:
             return rule
