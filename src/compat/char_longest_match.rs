@@ -6,6 +6,8 @@ use crate::segment::Segmenter;
 /// that cannot be cut or has more than `max_chars` characters.
 pub struct CharLongestMatch {
     tokens: Strings,
+    /// The byte length of the longest string: no longer candidate is looked up.
+    longest: usize,
     continuation: Vec<u8>,
     max_chars: usize,
     unk: u32,
@@ -27,13 +29,19 @@ impl Segmenter for CharLongestMatch {
         let mut key = Vec::new();
         let mut first = 0;
         while first + 1 < boundaries.len() {
+            key.clear();
+            if first > 0 {
+                key.extend_from_slice(&self.continuation);
+            }
+            // Candidates end at the boundaries after `first` that keep the key within the
+            // longest string, tried longest first: a step costs the longest token, not the word.
+            let (prefix, start) = (key.len(), boundaries[first]);
+            let ends = boundaries[first + 1..]
+                .partition_point(|&end| prefix + end - start <= self.longest);
+            key.extend_from_slice(&word[start..boundaries[first + ends]]);
             let mut found = None;
-            for last in (first + 1..boundaries.len()).rev() {
-                key.clear();
-                if first > 0 {
-                    key.extend_from_slice(&self.continuation);
-                }
-                key.extend_from_slice(&word[boundaries[first]..boundaries[last]]);
+            for last in (first + 1..=first + ends).rev() {
+                key.truncate(prefix + boundaries[last] - start);
                 if let Some((id, _)) = self.tokens.get(&key) {
                     found = Some((id, last));
                     break;
@@ -67,6 +75,7 @@ impl CharLongestMatch {
             strings.into_iter().map(|(t, id)| (t, id, 0.0)).collect();
         CharLongestMatch {
             tokens: self::strings(&entries),
+            longest: entries.iter().map(|(text, _, _)| text.len()).max().unwrap_or(0),
             continuation,
             max_chars,
             unk,
@@ -80,16 +89,12 @@ mod tests {
 
     #[test]
     fn longest_match_gives_one_unknown_for_an_uncuttable_word() {
-        let mut tokens = Strings::default();
-        for (id, text) in ["un", "##able", "##a", "x"].iter().enumerate() {
-            tokens.insert(text.as_bytes(), id as u32, 0.0);
-        }
-        let segmenter = CharLongestMatch {
-            tokens,
-            continuation: b"##".to_vec(),
-            max_chars: 100,
-            unk: 99,
-        };
+        let strings = ["un", "##able", "##a", "x"]
+            .iter()
+            .enumerate()
+            .map(|(id, text)| (text.as_bytes().to_vec(), id as u32))
+            .collect();
+        let segmenter = CharLongestMatch::new(strings, b"##".to_vec(), 100, 99);
         let mut out = Vec::new();
         segmenter.segment(b"unable", &mut out);
         segmenter.segment(b"unabz", &mut out);

@@ -551,3 +551,15 @@ def test_many_user_defined_pieces_cost_no_time_per_piece(tmp_path):
     assert ids == [1] * 100_000 + [3 + 7, 2]
     ids, spans = tokenizer.encode_with_offsets(text)
     assert spans[-2].tolist() == [100_000, 100_004]
+
+
+def test_a_wordpiece_file_without_a_word_limit_encodes_long_words_in_linear_time(tmp_path):
+    # each step looks up candidates no longer than the longest token (was cubic in the word:
+    # a file's max_input_chars_per_word of 10^9 made a 3,000-character word take minutes)
+    record = edited(hf_record("hf-wordpiece.json"), ("model", "max_input_chars_per_word"), 10**9)
+    path = tmp_path / "no-limit.json"
+    path.write_text(json.dumps(record))
+    code = f"import polytok; ids = polytok.load({str(path)!r}).encode('a' * 100_000); print(len(ids))"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
+    assert done.returncode == 0, done.stderr[-1000:]
+    assert int(done.stdout) == 100_000
