@@ -231,11 +231,27 @@ BYTE_MUTATORS: list[Callable[[bytes, random.Random, list[bytes]], tuple[bytes, s
 
 # ---- mutations: JSON -------------------------------------------------------------------------
 
-class Raw(str):
+class Marker:
+    """What json.dumps cannot write; `made` counts those made, so that a record without them is
+    written by json.dumps (C, fast) and not by dump_json."""
+
+    made = 0
+
+    def __init_subclass__(cls) -> None:
+        original = cls.__new__
+
+        def counted(kind: type, *arguments: Any) -> Any:
+            Marker.made += 1
+            return original(kind, *arguments)
+
+        cls.__new__ = counted
+
+
+class Raw(str, Marker):
     """JSON text written as it is (deep nesting, numbers json.dumps would not write)."""
 
 
-class Pairs(list):
+class Pairs(list, Marker):
     """A JSON object as (key, value) pairs, so that a key can appear twice."""
 
 
@@ -268,12 +284,17 @@ def interesting_value(rng: random.Random, old: Any) -> Any:
     return Raw(opening * depth + "1" + closing * depth)
 
 
+_SCALARS = (int, float, str, bool, type(None))
+
+
 def dump_json(value: Any) -> str:
     """JSON text of `value`, with Raw text and Pairs objects as they are."""
     if isinstance(value, Raw):
         return str(value)
     if isinstance(value, Pairs):
         return "{" + ",".join(json.dumps(key) + ":" + dump_json(item) for key, item in value) + "}"
+    if type(value) in (list, dict) and all(type(item) in _SCALARS for item in (value.values() if type(value) is dict else value)):
+        return json.dumps(value)
     if isinstance(value, dict):
         return "{" + ",".join(json.dumps(key) + ":" + dump_json(item) for key, item in value.items()) + "}"
     if isinstance(value, list):
@@ -318,7 +339,7 @@ def json_mutation(record: Any, rng: random.Random) -> str:
         del parent[key]
         return f"delete {where}"
     if op < 0.63 and isinstance(parent, list):
-        copies = rng.choice([1, 1, 10, 1000])
+        copies = rng.choice([1, 1, 10, 1000 if len(json.dumps(parent[key])) < 1000 else 10])
         parent[key:key] = [json.loads(json.dumps(parent[key]))] * copies
         return f"duplicate {where} x{copies}"
     if op < 0.7 and len(parent) > 1:
@@ -352,10 +373,12 @@ def json_mutation(record: Any, rng: random.Random) -> str:
 
 def json_mutant(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     record = json.loads(data)
+    made = Marker.made
     notes = [json_mutation(record, rng) for _ in range(rng.choice([1, 1, 1, 2, 3]))]
     if isinstance(record, dict) and "\0pairs" in record:
         record = record["\0pairs"]
-    return dump_json(record).encode("utf-8", "surrogatepass"), "json: " + "; ".join(notes)
+    text = dump_json(record) if Marker.made != made else json.dumps(record)
+    return text.encode("utf-8", "surrogatepass"), "json: " + "; ".join(notes)
 
 
 # ---- mutations: tiktoken lines ---------------------------------------------------------------
@@ -558,6 +581,8 @@ def protobuf_mutation(fields: list[list[Any]], rng: random.Random) -> str:
             entry[2] = b"\x00" * (8 if entry[1] == 1 else 4)
         if entry[1] == 0 and not isinstance(entry[2], int):
             entry[2] = rng.choice(VARINTS)
+        if entry[1] == 2 and isinstance(entry[2], int):
+            entry[2] = encode_varint(entry[2])
         return f"{where}: wire type {entry[1]}"
     if op < 0.65 and wire == 2:
         length = rng.choice([0, 1, 2**31, 2**32, 2**63, 2**64 - 1, 10**12])
@@ -715,9 +740,13 @@ def mutant_rng(run_seed: int, format_name: str, index: int) -> random.Random:
     return random.Random(f"{run_seed}/{format_name}/{index}")
 
 
-def make_mutant(seeds: list[Seed], contents: dict[str, bytes], run_seed: int, format_name: str, index: int) -> Mutant:
+def numbered_mutant(seeds: list[Seed], contents: dict[str, bytes], run_seed: int, format_name: str, index: int) -> Mutant:
     """The mutant `index` of `format_name`: the same for the same run seed and seed files."""
-    rng = mutant_rng(run_seed, format_name, index)
+    return make_mutant(seeds, contents, format_name, mutant_rng(run_seed, format_name, index))
+
+
+def make_mutant(seeds: list[Seed], contents: dict[str, bytes], format_name: str, rng: random.Random) -> Mutant:
+    """A mutant of one of the seeds of `format_name`, drawn with `rng`."""
     mine = [seed for seed in seeds if seed.format == format_name]
     small = [seed for seed in mine if not seed.full] or mine
     full = [seed for seed in mine if seed.full]
@@ -726,7 +755,7 @@ def make_mutant(seeds: list[Seed], contents: dict[str, bytes], run_seed: int, fo
     if rng.random() < 0.7:
         try:
             data, note = STRUCTURED[format_name](data, rng)
-        except (ValueError, IndexError, struct.error) as error:  # a structure the mutator cannot parse
+        except (ValueError, IndexError, TypeError, KeyError, struct.error) as error:  # a seed this mutator cannot parse
             data, note = flip_bits(data, rng, [])[0], f"bytes: flip (structured mutation failed: {error})"
     else:
         others = [contents[other.name] for other in mine if not other.full]
@@ -806,7 +835,7 @@ def run_mutant(mutant: Mutant, directory: Path, rng: random.Random) -> tuple[str
             stage = "use"
             use_counts(loaded, rng)
             return "ok", ""
-        if mutant.reader == "load":
+        if mutant.reader == "load" or mutant.seed.format == "polytok":  # polytok JSON has no reader of its own
             loaded = polytok.load(path, **options) if options else polytok.load(path)
         elif mutant.seed.format == "tiktoken":
             loaded = polytok.load_tiktoken(path, **options)
@@ -841,7 +870,8 @@ def write_message(stream: Any, message: Any) -> None:
 
 
 def worker_main(seeds_dir: Path, memory_gb: float, run_seed: int) -> None:
-    """A worker: reads (format, index) requests on stdin, answers (outcome, detail, seconds)."""
+    """A worker: reads requests on stdin, (format, index) or a Mutant, and answers each with
+    (outcome, detail, seconds)."""
     limit = int(memory_gb * (1 << 30))
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     warnings.simplefilter("ignore")
@@ -854,14 +884,18 @@ def worker_main(seeds_dir: Path, memory_gb: float, run_seed: int) -> None:
 
     try:
         while (request := read_message(stdin)) is not None:
-            format_name, index = request
             started = time.perf_counter()
-            try:
-                mutant = make_mutant(seeds, contents, run_seed, format_name, index)
-            except Exception:  # noqa: BLE001  (a bug of this script: the parent stops the run)
-                write_message(stdout, ("harness error", traceback.format_exc(), 0.0))
-                continue
-            outcome, detail = run_mutant(mutant, scratch, random.Random(f"{run_seed}/{format_name}/{index}/texts"))
+            if not isinstance(request, tuple):  # a Mutant (its class may be fuzz_files.Mutant, not __main__'s)
+                mutant, texts_seed = request, request.note
+            else:
+                format_name, index = request
+                texts_seed = f"{run_seed}/{format_name}/{index}/texts"
+                try:
+                    mutant = numbered_mutant(seeds, contents, run_seed, format_name, index)
+                except Exception:  # noqa: BLE001  (a bug of this script: the parent stops the run)
+                    write_message(stdout, ("harness error", traceback.format_exc(), 0.0))
+                    continue
+            outcome, detail = run_mutant(mutant, scratch, random.Random(texts_seed))
             write_message(stdout, (outcome, detail, time.perf_counter() - started))
     finally:
         shutil.rmtree(scratch, ignore_errors=True)
@@ -884,9 +918,35 @@ class Worker:
         self.job: tuple[str, int] | None = None
         self.started = 0.0
 
-    def send(self, job: tuple[str, int]) -> None:
+    def send(self, job: tuple[str, int] | Mutant) -> None:
         self.job, self.started = job, time.monotonic()
         write_message(self.process.stdin, job)
+
+    def collect(self) -> tuple[str, str, float]:
+        """The outcome of the job sent, once the answer pipe is readable: the worker's answer, or
+        "abort" when it died."""
+        answer = read_message(self.process.stdout)
+        if answer is None:
+            code = self.process.wait()
+            signal = f" (signal {-code})" if code < 0 else ""
+            return "abort", f"worker exited with {code}{signal}\n{self.stderr_tail()}", time.monotonic() - self.started
+        if answer[0] == "harness error":
+            raise RuntimeError(f"making mutant {self.job} failed:\n{answer[1]}")
+        return answer
+
+    def ask(self, job: tuple[str, int] | Mutant, timeout: float) -> tuple[str, str, float]:
+        """Runs one job and waits for its outcome; "hang" after `timeout` seconds, when the worker
+        is killed (as it is after an abort: `alive` says whether it can take another job)."""
+        self.send(job)
+        ready, _, _ = select.select([self.process.stdout], [], [], timeout)
+        if not ready:
+            self.kill()
+            return "hang", f"no answer in {timeout:g} s", timeout
+        return self.collect()
+
+    @property
+    def alive(self) -> bool:
+        return self.process.poll() is None
 
     def stderr_tail(self) -> str:
         self.stderr.seek(max(0, self.stderr.seek(0, os.SEEK_END) - 2000))
@@ -913,7 +973,7 @@ def save_finding(findings: Path, seeds: list[Seed], contents: dict[str, bytes], 
                  outcome: str, detail: str) -> Path:
     """Writes the mutant of `job` and a note of what it is and what happened under `findings`."""
     format_name, index = job
-    mutant = make_mutant(seeds, contents, run_seed, format_name, index)
+    mutant = numbered_mutant(seeds, contents, run_seed, format_name, index)
     findings.mkdir(parents=True, exist_ok=True)
     stem = f"{format_name}-{index}-{outcome.replace(' ', '-').replace('.', '-')}"
     (findings / f"{stem}{Path(mutant.name).suffix or '.bin'}").write_bytes(mutant.data)
@@ -969,17 +1029,10 @@ def run(seeds_dir: Path, formats: list[str], per_format: int, workers: int, run_
                 ready, _, _ = select.select(list(busy), [], [], max(0.0, deadline - time.monotonic()))
                 for descriptor in ready:
                     worker = busy[descriptor]
-                    answer = read_message(worker.process.stdout)
-                    if answer is not None and answer[0] == "harness error":
-                        raise RuntimeError(f"making mutant {worker.job} failed:\n{answer[1]}")
-                    if answer is not None:
-                        finish(worker, *answer)
-                        continue
-                    code = worker.process.wait()
-                    finish(worker, "abort", f"worker exited with {code} (signal {-code if code < 0 else None})\n{worker.stderr_tail()}",
-                           time.monotonic() - worker.started)
-                    worker.kill()
-                    pool[pool.index(worker)] = Worker(seeds_dir, memory_gb, run_seed)
+                    finish(worker, *worker.collect())
+                    if not worker.alive:
+                        worker.kill()
+                        pool[pool.index(worker)] = Worker(seeds_dir, memory_gb, run_seed)
                 now = time.monotonic()
                 for position, worker in enumerate(pool):
                     if worker.job and worker not in [busy[d] for d in ready] and now - worker.started > timeout:
