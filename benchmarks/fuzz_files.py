@@ -43,6 +43,7 @@ import math
 import os
 import pickle
 import random
+import re
 import resource
 import select
 import shutil
@@ -322,6 +323,9 @@ def resolve(root: Any, path: list[Any]) -> Any:
     return root
 
 
+_BASE64 = re.compile(r"[A-Za-z0-9+/]+={0,2}")
+
+
 def json_mutation(record: Any, rng: random.Random) -> str:
     """Changes `record` in place (its root stays a container); says what changed."""
     path = random_node(record, rng)
@@ -330,6 +334,15 @@ def json_mutation(record: Any, rng: random.Random) -> str:
     parent, key = resolve(record, path[:-1]), path[-1]
     where = "$" + "".join(f"[{part!r}]" for part in path)
     op = rng.random()
+    if op < 0.12 and isinstance(parent[key], str) and len(parent[key]) >= 8 and len(parent[key]) % 4 == 0 \
+            and _BASE64.fullmatch(parent[key]):
+        blob = base64.b64decode(parent[key])
+        if len(blob) > 64 and rng.random() < 0.7:
+            blob, note = charsmap_mutant(blob, rng)
+        else:
+            blob, note = rng.choice(BYTE_MUTATORS[:5])(blob, rng, [])
+        parent[key] = base64.b64encode(blob).decode("ascii")
+        return f"{where}: base64 bytes, {note}"
     if op < 0.45:
         value = interesting_value(rng, parent[key])
         parent[key] = value
@@ -447,6 +460,37 @@ def tiktoken_mutant(data: bytes, rng: random.Random) -> tuple[bytes, str]:
     return b"\n".join(lines) + rng.choice([b"\n", b"", b"\r\n"]), "tiktoken: " + "; ".join(notes)
 
 
+# ---- mutations: precompiled character maps ---------------------------------------------------
+
+def charsmap_mutant(blob: bytes, rng: random.Random) -> tuple[bytes, str]:
+    """A changed precompiled charsmap (a 4-byte trie size, the double-array trie's 32-bit units,
+    NUL-terminated replacements): units, the size, the replacements or the length."""
+    out = bytearray(blob)
+    trie_size = struct.unpack_from("<I", out)[0] if len(out) >= 4 else 0
+    units = max(0, min(trie_size, len(out) - 4) // 4)
+    op = rng.random()
+    if op < 0.45 and units:
+        places = [rng.randrange(units) for _ in range(rng.choice([1, 1, 2, 8, 64]))]
+        for place in places:
+            value = rng.choice([rng.getrandbits(32), 0, 0xFFFFFFFF, 1 << 31, 1 << 9, 1 << 8, (1 << 10) * rng.randrange(1 << 22),
+                                struct.unpack_from("<I", out, 4 + 4 * place)[0] ^ (1 << rng.randrange(32))])
+            struct.pack_into("<I", out, 4 + 4 * place, value)
+        return bytes(out), f"charsmap: {len(places)} trie units changed, first at {places[0]}"
+    if op < 0.6 and len(out) >= 4:
+        size = rng.choice([0, 4, trie_size - 4, trie_size + 4, trie_size + 1, len(out) - 4, 2**32 - 4, 2**31])
+        struct.pack_into("<I", out, 0, max(0, size) & 0xFFFFFFFF)
+        return bytes(out), f"charsmap: trie size {size}"
+    if op < 0.8 and len(out) > 4 + trie_size:
+        start = 4 + trie_size
+        for _ in range(rng.choice([1, 4, 32])):
+            out[rng.randrange(start, len(out))] = rng.choice([0, 0xFF, 0xC3, 0x80, 0x20, rng.randrange(256)])
+        if rng.random() < 0.3:
+            out[start:] = out[start:].replace(b"\0", b"")
+        return bytes(out), "charsmap: replacements changed"
+    cut = rng.randrange(len(out) + 1)
+    return bytes(out[:cut]), f"charsmap: cut to {cut} of {len(out)} bytes"
+
+
 # ---- mutations: protobuf (.model) ------------------------------------------------------------
 
 def encode_varint(value: int) -> bytes:
@@ -526,6 +570,12 @@ PIECES = [b"", b"\xff\xfe", b"\xed\xa0\x80", b"<0xZZ>", b"<0x41>", b"<0x41", b"<
 
 def protobuf_mutation(fields: list[list[Any]], rng: random.Random) -> str:
     """Changes one field of the parsed model in place (or of one of its messages)."""
+    charsmaps = [entry for message in fields if message[0] == 3 and isinstance(message[2], list)
+                 for entry in message[2] if entry[0] == 2 and isinstance(entry[2], bytes) and entry[2]]
+    if charsmaps and rng.random() < 0.2:
+        entry = rng.choice(charsmaps)
+        entry[2], note = charsmap_mutant(entry[2], rng)
+        return "normalizer_spec." + note
     messages = [(f"${i}", entry[2]) for i, entry in enumerate(fields) if isinstance(entry[2], list)]
     holder_name, holder = rng.choice([("$", fields)] + messages) if rng.random() < 0.85 else ("$", fields)
     if holder_name == "$" and rng.random() < 0.6:
@@ -985,8 +1035,9 @@ def save_finding(findings: Path, seeds: list[Seed], contents: dict[str, bytes], 
 
 
 def run(seeds_dir: Path, formats: list[str], per_format: int, workers: int, run_seed: int, timeout: float, memory_gb: float,
-        findings: Path, quiet: bool) -> dict[str, Tally]:
-    """Runs `per_format` mutants of each format on `workers` workers; returns the tallies."""
+        findings: Path, quiet: bool, table_file: Path | None = None) -> dict[str, Tally]:
+    """Runs `per_format` mutants of each format on `workers` workers; returns the tallies. The
+    table so far is written to `table_file` every minute (a run stopped early leaves its count)."""
     from polytok.progress import progress_bar
 
     seeds = read_seeds(seeds_dir)
@@ -996,16 +1047,19 @@ def run(seeds_dir: Path, formats: list[str], per_format: int, workers: int, run_
     jobs.reverse()
     tallies = {name: Tally() for name in formats}
     pool = [Worker(seeds_dir, memory_gb, run_seed) for _ in range(workers)]
-    bugs = 0
+    started = written = time.monotonic()
+
+    def write_table() -> None:
+        done = sum(sum(tally.counts.values()) for tally in tallies.values())
+        table_file.write_text(f"{table(tallies)}\n\n{done:,} mutants in {time.monotonic() - started:,.0f} s, "
+                              f"{workers} workers, seed {run_seed}\n", encoding="utf-8")
 
     def finish(worker: Worker, outcome: str, detail: str, seconds: float) -> None:
-        nonlocal bugs
         tally = tallies[worker.job[0]]
         tally.counts[outcome] += 1
         tally.seconds += seconds
         tally.slowest = max(tally.slowest, seconds)
         if outcome not in ("ok", "polytok.Error"):
-            bugs += 1
             saved = save_finding(findings, seeds, contents, run_seed, worker.job, outcome, detail)
             if not quiet:
                 print(f"\n{outcome}: {worker.job[0]} #{worker.job[1]} -> {saved}\n  {detail.splitlines()[0] if detail else ''}",
@@ -1034,6 +1088,9 @@ def run(seeds_dir: Path, formats: list[str], per_format: int, workers: int, run_
                         worker.kill()
                         pool[pool.index(worker)] = Worker(seeds_dir, memory_gb, run_seed)
                 now = time.monotonic()
+                if table_file is not None and now - written > 60:
+                    write_table()
+                    written = now
                 for position, worker in enumerate(pool):
                     if worker.job and worker not in [busy[d] for d in ready] and now - worker.started > timeout:
                         worker.kill()
@@ -1042,6 +1099,8 @@ def run(seeds_dir: Path, formats: list[str], per_format: int, workers: int, run_
     finally:
         for worker in pool:
             worker.kill()
+        if table_file is not None:
+            write_table()
     return tallies
 
 
@@ -1073,6 +1132,7 @@ def main() -> None:
     parser.add_argument("--memory-gb", type=float, default=3.0, help="each worker's address-space limit (RLIMIT_AS)")
     parser.add_argument("--seeds-dir", type=Path, help="where the seed files are, or are built if absent (default: a temporary directory)")
     parser.add_argument("--findings", type=Path, default=Path("fuzz-findings"), help="where bug mutants are saved")
+    parser.add_argument("--table-file", type=Path, help="where the table so far is written every minute")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
     parser.add_argument("--worker", type=Path, help=argparse.SUPPRESS)
     arguments = parser.parse_args()
@@ -1093,7 +1153,7 @@ def main() -> None:
             build_seeds(seeds_dir)
         started = time.monotonic()
         tallies = run(seeds_dir, formats, arguments.per_format, arguments.workers, arguments.seed, arguments.timeout,
-                      arguments.memory_gb, arguments.findings, arguments.quiet)
+                      arguments.memory_gb, arguments.findings, arguments.quiet, arguments.table_file)
         wall = time.monotonic() - started
     finally:
         if temporary:
