@@ -115,8 +115,10 @@ def test_mutants_load_or_raise_polytok_errors(pool, format_name):
     def check(rng):
         mutant = fuzz_files.make_mutant(pool.seeds, pool.contents, format_name, rng)
         outcome, detail = pool.outcome(mutant)
-        assert outcome in ("ok", "polytok.Error"), (
-            f"{format_name} mutant of {mutant.seed.name} ({mutant.note[:300]}), read with {mutant.reader} as {mutant.name}: "
-            f"{outcome}\n{detail}")
+        if outcome not in ("ok", "polytok.Error"):
+            saved = pool.directory / f"failed-{format_name}-{len(list(pool.directory.glob('failed-*')))}{Path(mutant.name).suffix}"
+            saved.write_bytes(mutant.data)
+            pytest.fail(f"{format_name} mutant of {mutant.seed.name} ({mutant.note[:300]}), read with {mutant.reader} as "
+                        f"{mutant.name}, saved as {saved}: {outcome}\n{detail}")
 
     check()
