@@ -317,9 +317,9 @@ def test_bad_options_are_refused(tmp_path):
         polytok.count(tmp_path / "missing.txt", progress=False)
     with pytest.raises(PatternError, match=r"invalid pre-tokenisation regex '\(unclosed'"):
         polytok.count(polytok.texts(["text"]), pattern="(unclosed", progress=False)
-    with pytest.raises(ConfigError, match=r"num_threads=0"):
+    with pytest.raises(ConfigError, match=r"num_threads must be an integer of at least 1, or None"):
         polytok.count(polytok.texts(["text"]), num_threads=0, progress=False)
-    with pytest.raises(ConfigError, match=r"non-empty strings"):
+    with pytest.raises(ConfigError, match=r"each special token must be a non-empty string"):
         polytok.count(polytok.texts(["text"]), special_tokens=[""], progress=False)
 
 

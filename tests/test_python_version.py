@@ -35,3 +35,10 @@ def test_no_source_uses_syntax_newer_than_the_claimed_version():
         warnings.simplefilter("error")  # an invalid escape: a SyntaxWarning from Python 3.12 on
         for path in files:
             ast.parse(path.read_text(encoding="utf-8"), filename=str(path), feature_version=version)
+
+
+def test_the_version_module_gives_the_packages_version():
+    from polytok import __version__
+    from polytok.version import __version__ as own
+
+    assert __version__ == own == tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["version"]

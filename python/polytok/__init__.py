@@ -3,7 +3,8 @@ from polytok import corpus, errors
 from polytok.certify import Certificate, certify
 from polytok.compare import compare
 from polytok.corpus import texts
-from polytok.counts import PreTokenCounts, count
+from polytok.counting import count
+from polytok.counts import PreTokenCounts
 from polytok.counts import word_counts_alias as _word_counts_alias
 from polytok.errors import Error
 from polytok.formats import load
@@ -13,8 +14,7 @@ from polytok.formats.tiktoken import load_tiktoken
 from polytok.metrics import corpus_stats, evaluate
 from polytok.tokenizer import Tokenizer
 from polytok.trainers import train
-
-__version__ = "0.1.0"
+from polytok.version import __version__
 
 __all__ = [
     "Certificate",

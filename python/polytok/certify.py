@@ -18,7 +18,8 @@ from typing import Any, Sequence
 import numpy as np
 
 from polytok import checks
-from polytok.counts import PreTokenCounts, count
+from polytok.counting import count
+from polytok.counts import PreTokenCounts
 from polytok.errors import ConfigError, Error, FormatError
 from polytok.lp import memory
 from polytok.lp.bound import lagrangian_budgets, shortest_path_tokens, single_bytes

@@ -27,7 +27,7 @@ from typing import Any, Iterator, Mapping
 
 import numpy as np
 
-from polytok import _core
+from polytok import _core, checks
 from polytok.files import atomic_write
 from polytok.corpus import Source, iter_documents
 from polytok.errors import ConfigError, CorpusError, FormatError, PatternError
@@ -44,8 +44,6 @@ _PREAMBLE = struct.Struct("<8sII")  # magic, version, header size
 #: make one per thread.
 BATCH_BYTES_PER_THREAD = 1 << 20
 MAX_BATCH_BYTES = 16 << 20
-#: Where `count` runs: in this process, or on a Ray cluster (polytok.distributed).
-ENGINES = ("local", "ray")
 
 
 class PreTokenCounts:
@@ -209,9 +207,9 @@ def _parse_header(name: str, header_bytes: bytes, header_size: int) -> dict:
     return header
 
 
-def count(
+def count_local(
     corpus: Source,
-    pattern: str | None = "cl100k",
+    pattern: str | None = checks.DEFAULT_PATTERN,
     special_tokens: list[str] | None = None,
     *,
     num_threads: int | None = None,
@@ -219,31 +217,10 @@ def count(
     text_field: str = "text",
     text_column: str = "text",
     errors: str = "strict",
-    engine: str = "local",
-    address: str | None = None,
 ) -> PreTokenCounts:
-    """Count the pre-tokens of a corpus (see `polytok.corpus.iter_documents`) in the Rust core,
-    on `num_threads` threads (None: all cores). Special tokens are split out and not counted.
-
-    engine="ray" counts corpus files on a Ray cluster instead (`polytok.distributed`): `address`
-    is "local" (a new local cluster), "auto" (the cluster started on this machine), host:port, or
-    None (the current Ray connection, else Ray's default); `num_threads` is then the threads of
-    each task (None: 1). The counts are the same as the local engine's, whatever the workers.
-    """
-    if num_threads is not None and (isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1):
-        raise ConfigError(f"num_threads={num_threads!r}; expected a positive integer or None")
-    if engine not in ENGINES:
-        raise ConfigError(f"engine={engine!r}; expected one of {', '.join(map(repr, ENGINES))}")
-    if engine == "ray":
-        from polytok.distributed import count_on_ray
-
-        return count_on_ray(
-            corpus, pattern, special_tokens, address=address, num_threads=num_threads, progress=progress,
-            text_field=text_field, text_column=text_column, errors=errors,
-        )
-    if address is not None:
-        raise ConfigError(f"address={address!r} is for engine='ray'; the local engine takes none")
-    counter, regex = make_counter(pattern, special_tokens, num_threads)
+    """`polytok.count` in this process: the pre-tokens of a corpus counted in the Rust core on
+    `num_threads` threads (None: all cores), special tokens split out and not counted."""
+    counter, regex = make_counter(pattern, special_tokens, checks.num_threads(num_threads))
 
     batch_limit = min(BATCH_BYTES_PER_THREAD * (num_threads or os.cpu_count() or 1), MAX_BATCH_BYTES) * 15 // 16
     documents = non_empty = 0
@@ -279,9 +256,7 @@ def count(
 def make_counter(pattern: str | None, special_tokens: list[str] | None, num_threads: int | None) -> tuple[Any, str | None]:
     """The Rust counter for `pattern` and `special_tokens`, and the pattern's regex; ConfigError
     or PatternError for a bad one."""
-    specials = list(special_tokens or [])
-    if any(not isinstance(token, str) or not token for token in specials):
-        raise ConfigError(f"special tokens must be non-empty strings; got {specials!r}")
+    specials = checks.special_tokens(special_tokens)
     regex = resolve_pattern(pattern)
     try:
         counter = _core.WordCounter(regex, [token.encode("utf-8") for token in specials], num_threads)

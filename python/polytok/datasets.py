@@ -29,13 +29,14 @@ from typing import Any, Iterator
 
 import numpy as np
 
-import polytok
+from polytok.formats import load
 from polytok import checks, corpus
 from polytok.corpus import Source
 from polytok.distributed import DEFAULT_RETRIES, connect, corpus_files, get_result
 from polytok.errors import ClusterError, ConfigError, CorpusError, FormatError
 from polytok.files import atomic_write, read_json
 from polytok.progress import progress_bar
+from polytok.version import __version__
 
 INDEX_FORMAT = "polytok-token-shards"
 INDEX_VERSION = 1
@@ -72,7 +73,7 @@ def encode_dataset(
     if directory.exists() and not directory.is_dir():
         raise ConfigError(f"output {str(directory)!r} is a file; expected a directory (made, with its parents, if missing)")
     load_options = _load_options(pattern, special_tokens)
-    loaded = polytok.load(tokenizer, **load_options)
+    loaded = load(tokenizer, **load_options)
     separators = {name: _special_id(loaded, token, name) for name, token in (("prepend", prepend), ("append", append))}
     # made only once the inputs, the tokeniser and the separators are known to be good
     try:
@@ -101,7 +102,7 @@ def encode_dataset(
         with connect(address) as ray:
             encode = ray.remote(_encode_shard).options(max_retries=retries)
             tasks = {
-                encode.remote(str(directory), shard, inputs[shard], config, polytok.__version__): shard
+                encode.remote(str(directory), shard, inputs[shard], config, __version__): shard
                 for shard in todo
             }
             total = sum(inputs[shard]["input_bytes"] for shard in todo)
@@ -232,7 +233,7 @@ def _tokenizer(path: str, sha256: str, options: str) -> Any:
             f"tokeniser file {path} on Ray node {socket.gethostname()} differs from the driver's "
             f"(SHA-256 {found[:12]}..., expected {sha256[:12]}...); every node must see the same file"
         )
-    return polytok.load(path, **json.loads(options))
+    return load(path, **json.loads(options))
 
 
 def _documents(path: Path, options: dict[str, str]) -> Iterator[Iterator[str | bytes]]:
@@ -250,9 +251,9 @@ def _documents(path: Path, options: dict[str, str]) -> Iterator[Iterator[str | b
 
 def _encode_shard(directory: str, shard: int, source: dict[str, Any], config: dict[str, Any], version: str) -> dict[str, Any]:
     """A Ray task: encode one input into its shard file, then write the shard's record."""
-    if version != polytok.__version__:
+    if version != __version__:
         raise ClusterError(
-            f"a Ray worker runs polytok {polytok.__version__} but the driver runs {version}; "
+            f"a Ray worker runs polytok {__version__} but the driver runs {version}; "
             "install the same polytok on every node"
         )
     try:

@@ -24,12 +24,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-import polytok
 from polytok import checks, corpus
-from polytok.corpus import Source
-from polytok.counts import PreTokenCounts, count, make_counter, nothing_counted
+from polytok.corpus import Source, texts
+from polytok.counts import PreTokenCounts, count_local, make_counter, nothing_counted
 from polytok.errors import ClusterError, ConfigError, CorpusError, Error
 from polytok.progress import progress_bar
+from polytok.version import __version__
 
 #: What `address` may name besides host:port (see `connect`).
 ADDRESS_KEYWORDS = ("local", "auto")
@@ -160,7 +160,7 @@ def count_on_ray(
                 "a task could never be placed"
             )
         count_shard = ray.remote(_count_shard).options(num_cpus=threads, num_returns=2, max_retries=retries)
-        arguments = (polytok.__version__, regex, special_tokens, threads, options)
+        arguments = (__version__, regex, special_tokens, threads, options)
         window = IN_FLIGHT_PER_CPU * max(1, cpus // threads)
         with progress_bar(progress, desc="counting", unit="B", unit_scale=True, total=total) as bar:
             counts, documents, non_empty = _count_and_add(ray, count_shard, shards, arguments, window, retries, bar)
@@ -251,9 +251,9 @@ def _count_shard(
 ) -> tuple[tuple[int, int], PreTokenCounts | None]:
     """A Ray task: the (documents, non-empty documents) of a shard and its counts (None: nothing
     to count, which is an error only if the whole corpus has nothing)."""
-    if version != polytok.__version__:
+    if version != __version__:
         raise ClusterError(
-            f"a Ray worker runs polytok {polytok.__version__} but the driver runs {version}; "
+            f"a Ray worker runs polytok {__version__} but the driver runs {version}; "
             "install the same polytok on every node"
         )
     seen = {"documents": 0, "non_empty": 0, "read": False}
@@ -270,7 +270,7 @@ def _count_shard(
         seen["read"] = True
 
     try:
-        counts = count(polytok.texts(documents()), regex, special_tokens, num_threads=threads, progress=False)
+        counts = count_local(texts(documents()), regex, special_tokens, num_threads=threads, progress=False)
     except CorpusError:
         if not seen["read"]:
             raise

@@ -12,6 +12,7 @@ import inspect
 from typing import TYPE_CHECKING, Any, Callable, Iterable, Sequence
 
 from polytok import checks
+from polytok.counting import count
 from polytok.counts import PreTokenCounts
 from polytok.errors import ConfigError
 from polytok.pretokenize import resolve_pattern
@@ -93,8 +94,6 @@ def train(
                 f"({counts.pattern!r}); recount the corpus or leave pattern unset"
             )
     else:
-        from polytok import count
-
         counts = count(
             corpus_or_counts,
             pattern=checks.DEFAULT_PATTERN if pattern is _UNSET else pattern,
