@@ -61,7 +61,7 @@ def test_offsets_tile_the_text(name, text):
 @given(data=st.binary(max_size=80))
 def test_byte_offsets_of_any_bytes(name, data):
     tokenizer = tokenizers()[name]
-    ids, offsets = tokenizer.encode_with_offsets(data)
+    ids, offsets = tokenizer.encode_with_offsets(data, disallowed_special=())  # arbitrary bytes may spell a special token
     check_byte_offsets(tokenizer, data, ids, offsets)
 
 

@@ -72,7 +72,7 @@ def encode_with_offsets(
         except UnicodeDecodeError as error:
             raise EncodeError(f"character offsets need text; the bytes given are not UTF-8 ({error})") from None
     if hasattr(tokenizer, "pipeline"):
-        return tokenizer.pipeline_offsets(text, unit)  # type: ignore[attr-defined]
+        return tokenizer.pipeline_offsets(text, unit, allowed_special, disallowed_special)  # type: ignore[attr-defined]
     ids = tokenizer.encode(text, allowed_special=allowed_special, disallowed_special=disallowed_special)
     offsets = byte_offsets(tokenizer, ids)
     if unit == "chars":

@@ -74,6 +74,21 @@ class BaseTokenizer:
         key = (_freeze(allowed_special), _freeze(disallowed_special))
         if key in self._policies:
             return self._remember(given, self._policies[key])
+        allowed, disallowed = self._special_sets(allowed_special, disallowed_special)
+        if not allowed and not disallowed:
+            policy = None
+        else:
+            policy = self._encoder.special_policy(
+                [text.encode("utf-8") for text in sorted(allowed)],
+                [text.encode("utf-8") for text in sorted(disallowed)],
+            )
+        if len(self._policies) < 64:
+            self._policies[key] = policy
+        return self._remember(given, policy)
+
+    def _special_sets(self, allowed_special: SpecialSet, disallowed_special: SpecialSet) -> tuple[set[str], set[str]]:
+        """The special tokens the arguments let through as special ids, and those whose text in
+        the input is an EncodeError (the rest are ordinary text)."""
         allowed = set(self._special_tokens) if allowed_special == "all" else set(allowed_special)
         unknown = allowed - set(self._special_tokens)
         if unknown:
@@ -85,16 +100,7 @@ class BaseTokenizer:
             disallowed = set(self._special_tokens) - allowed
         else:
             disallowed = set(disallowed_special)
-        if not allowed and not disallowed:
-            policy = None
-        else:
-            policy = self._encoder.special_policy(
-                [text.encode("utf-8") for text in sorted(allowed)],
-                [text.encode("utf-8") for text in sorted(disallowed)],
-            )
-        if len(self._policies) < 64:
-            self._policies[key] = policy
-        return self._remember(given, policy)
+        return allowed, disallowed
 
     def _remember(self, given: tuple, policy: Any) -> Any:
         """`policy`, also cached under the arguments as given when they can be a key."""
@@ -647,6 +653,11 @@ def _freeze(special: SpecialSet) -> Any:
 def _disallowed(found: Exception, batch: bool) -> EncodeError:
     """The EncodeError for the core's SpecialTokenFound: which special token, where, and how to let it through."""
     token, document = found.args
+    return special_token_error(token, document, batch)
+
+
+def special_token_error(token: bytes, document: int, batch: bool) -> EncodeError:
+    """The EncodeError for the disallowed special token `token` found in text `document`."""
     text = token.decode("utf-8", "replace")
     where = f"text {document} of the batch" if batch else "the text"
     return EncodeError(

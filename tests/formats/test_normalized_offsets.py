@@ -77,7 +77,7 @@ def built(name: str, tmp_path_factory) -> tuple:
 
 def check_against_tokenizers(theirs_tokenizer, tokenizer, text: str) -> None:
     encoding = theirs_tokenizer.encode(text, add_special_tokens=False)
-    ids, offsets = tokenizer.encode_with_offsets(text, unit="chars")
+    ids, offsets = tokenizer.encode_with_offsets(text, unit="chars", allowed_special="all")
     assert ids == encoding.ids
     assert [tuple(pair) for pair in offsets.tolist()] == encoding.offsets
     # in order and inside the text
@@ -85,7 +85,7 @@ def check_against_tokenizers(theirs_tokenizer, tokenizer, text: str) -> None:
     assert len(offsets) == 0 or (offsets.min() >= 0 and offsets.max() <= len(text))
     # byte offsets are the same spans, of whole characters, in bytes
     data = text.encode("utf-8")
-    ids_again, byte_offsets = tokenizer.encode_with_offsets(data, unit="bytes")
+    ids_again, byte_offsets = tokenizer.encode_with_offsets(data, unit="bytes", allowed_special="all")
     assert ids_again == ids and (character_starts(data)[byte_offsets] == offsets).all()
     assert all(byte == len(data) or (data[byte] & 0xC0) != 0x80 for byte in byte_offsets.reshape(-1).tolist())
 
@@ -220,7 +220,7 @@ def test_the_files_emit_what_the_offsets_must_handle(tmp_path_factory):
 def test_wordpiece_unknown_word_spans_the_word(tmp_path_factory):
     _, tokenizer = build("wordpiece-bert", tmp_path_factory)
     text = "the \u2603snow\u2603 is"
-    ids, offsets = tokenizer.encode_with_offsets(text, unit="chars")
+    ids, offsets = tokenizer.encode_with_offsets(text, unit="chars", allowed_special="all")
     unknown = [tuple(span) for token_id, span in zip(ids, offsets.tolist()) if tokenizer.vocab[token_id] == b"[UNK]"]
     assert unknown == [(4, 10)]
 
@@ -228,4 +228,4 @@ def test_wordpiece_unknown_word_spans_the_word(tmp_path_factory):
 def test_bytes_that_are_not_utf8_are_refused(tmp_path_factory):
     _, tokenizer = build("unigram-metaspace", tmp_path_factory)
     with pytest.raises(polytok.Error, match="not UTF-8"):
-        tokenizer.encode_with_offsets(b"\xff abc")
+        tokenizer.encode_with_offsets(b"\xff abc", allowed_special="all")

@@ -49,7 +49,7 @@ def test_every_fixture_has_a_shape():
 def test_ids_and_text_equal_the_peer_library(loaded, name):
     tokenizer = loaded[name]
     for case in EXPECTED[name]:
-        assert tokenizer.encode(case["text"]) == case["ids"], case["text"]
+        assert tokenizer.encode(case["text"], allowed_special="all") == case["ids"], case["text"]
         assert tokenizer.decode(case["ids"]) == case["decoded"], case["text"]
 
 
@@ -58,11 +58,11 @@ def test_every_encoding_method_follows_the_pipeline(loaded, name):
     tokenizer = loaded[name]
     texts = [case["text"] for case in EXPECTED[name]]
     expected = [case["ids"] for case in EXPECTED[name]]
-    assert tokenizer.encode_batch(texts, num_threads=2) == expected
-    assert tokenizer.encode_batch(texts, num_threads=1) == expected
-    assert [tokenizer.encode_to_numpy(text).tolist() for text in texts] == expected
-    assert tokenizer.encode(texts[0].encode("utf-8")) == expected[0]
-    assert tokenizer.count_tokens(texts).tolist() == [len(ids) for ids in expected]
+    assert tokenizer.encode_batch(texts, num_threads=2, allowed_special="all") == expected
+    assert tokenizer.encode_batch(texts, num_threads=1, allowed_special="all") == expected
+    assert [tokenizer.encode_to_numpy(text, allowed_special="all").tolist() for text in texts] == expected
+    assert tokenizer.encode(texts[0].encode("utf-8"), allowed_special="all") == expected[0]
+    assert tokenizer.count_tokens(texts, allowed_special="all").tolist() == [len(ids) for ids in expected]
     ordinary = tokenizer.encode_ordinary_batch(texts)
     assert ordinary == [tokenizer.encode_ordinary(text) for text in texts]
     histogram = tokenizer.token_histogram(texts, num_threads=2)
@@ -77,7 +77,7 @@ def test_batch_methods_refuse_one_text(loaded, name):
                  tokenizer.token_histogram):
         with pytest.raises(EncodeError, match="takes a list of texts, got one str"):
             call("hello world")
-    assert tokenizer.count_tokens(["hello world"]).tolist() == [len(tokenizer.encode("hello world"))]
+    assert tokenizer.count_tokens(["hello world"], allowed_special="all").tolist() == [len(tokenizer.encode("hello world", allowed_special="all"))]
 
 
 @pytest.mark.parametrize("name", sorted(SHAPES))
@@ -88,7 +88,10 @@ def test_info_describes_the_file(loaded, name):
     assert isinstance(tokenizer, LoadedTokenizer) and tokenizer.segmenter == info["segmenter"] == segmenter
     assert info["loaded_from"] == ("HF tokenizer.json" if name.startswith("hf-") else "SentencePiece model")
     assert info["pipeline"] == components
-    assert info["vocab_size"] == tokenizer.vocab_size == len(tokenizer.vocab) and tokenizer.special_tokens == {}
+    assert info["vocab_size"] == tokenizer.vocab_size == tokenizer.n_vocab == len(tokenizer.vocab)
+    # the added tokens marked special are the special tokens (a SentencePiece model has none)
+    expected = {token["content"]: token["id"] for token in tokenizer.pipeline.added if token.get("special")}
+    assert tokenizer.special_tokens == expected and (name.startswith("sp-") or expected)
     for token_id in (0, tokenizer.vocab_size - 1):
         assert tokenizer.token_bytes(token_id) == tokenizer.vocab[token_id]
         assert tokenizer.token_id(tokenizer.vocab[token_id]) <= token_id
@@ -99,7 +102,7 @@ def test_byte_level_bpe_runs_polytoks_pre_tokeniser_and_merges(loaded):
     assert tokenizer.pattern is not None and tokenizer.merges and tokenizer.info()["lossy"] == []
     assert tokenizer.info()["added_tokens"] == {"<|endoftext|>": 0}
     # the added token is always recognised, as in `tokenizers`; encode_ordinary leaves it to BPE
-    assert tokenizer.encode("<|endoftext|>") == [0] != tokenizer.encode_ordinary("<|endoftext|>")
+    assert tokenizer.encode("<|endoftext|>", allowed_special="all") == [0] != tokenizer.encode_ordinary("<|endoftext|>")
 
 
 def test_lossy_pipelines_say_where(loaded):
@@ -112,10 +115,11 @@ def test_lossy_pipelines_say_where(loaded):
 def test_what_only_native_tokenisers_offer_is_refused(loaded, tmp_path):
     hf, sp = loaded["hf-bpe-llama.json"], loaded["sp-unigram.model"]
     for tokenizer in (hf, sp):
-        with pytest.raises(ConfigError, match="sample and dropout"):
-            tokenizer.encode("x", sample=True)
-        with pytest.raises(ConfigError, match="sample and dropout"):
-            tokenizer.encode_batch(["x"], dropout=0.1)
+        for options in ({"sample": True}, {"dropout": 0.1}, {"alpha": 0.5}, {"seed": 3}):
+            with pytest.raises(ConfigError, match="sample, alpha, dropout and seed apply to polytok's own"):
+                tokenizer.encode("x", **options)
+            with pytest.raises(ConfigError, match="sample, alpha, dropout and seed apply to polytok's own"):
+                tokenizer.encode_batch(["x"], **options)
         with pytest.raises(ConfigError, match="encode_nbest"):
             tokenizer.encode_nbest("x", 2)
         with pytest.raises(ConfigError, match=tokenizer.info()["loaded_from"]):
@@ -127,7 +131,7 @@ def test_what_only_native_tokenisers_offer_is_refused(loaded, tmp_path):
         with pytest.raises(DecodeError, match="is not a token"):
             tokenizer.decode([tokenizer.vocab_size + 5])
         with pytest.raises(EncodeError, match="not UTF-8"):
-            tokenizer.encode(b"\xff\xfe")
+            tokenizer.encode(b"\xff\xfe", allowed_special="all")
     with pytest.raises(ConfigError, match="cannot be written as a HF tokenizer.json"):
         sp.save_huggingface(tmp_path / "tokenizer.json")
     assert not list(tmp_path.iterdir())
@@ -138,7 +142,7 @@ def test_a_loaded_hf_file_is_written_back_as_read(loaded, tmp_path):
     loaded[name].save_huggingface(tmp_path / "again.json")
     assert json.loads((tmp_path / "again.json").read_text(encoding="utf-8")) == json.loads((READERS / name).read_text(encoding="utf-8"))
     again = polytok.load(tmp_path / "again.json")
-    assert [again.encode(case["text"]) for case in EXPECTED[name]] == [case["ids"] for case in EXPECTED[name]]
+    assert [again.encode(case["text"], allowed_special="all") for case in EXPECTED[name]] == [case["ids"] for case in EXPECTED[name]]
 
 
 def test_metrics_and_compare_take_loaded_tokenisers(loaded, tmp_path):

@@ -192,7 +192,7 @@ def test_ids_and_text_equal_hf_on_held_out_text(pairs, name):
     texts = HELD_OUT[::3] + HOSTILE + ["\n".join(HELD_OUT[:200])]
     for text in texts:
         expected = _ids(hf, text)
-        assert ours.encode(text) == expected, text
+        assert ours.encode(text, allowed_special="all") == expected, text
         assert ours.decode(expected) == hf.decode(expected, skip_special_tokens=False), text
 
 
@@ -205,16 +205,16 @@ def test_byte_level_bpe_takes_the_native_path(pairs, tmp_path):
     ours.save_huggingface(tmp_path / "again.json")
     again = tokenizers.Tokenizer.from_file(str(tmp_path / "again.json"))
     text = "\n".join(HELD_OUT[:100])
-    assert _ids(again, text) == _ids(hf, text) == ours.encode(text)
-    assert ours.encode_batch([text, "<|endoftext|>"]) == [_ids(hf, text), _ids(hf, "<|endoftext|>")]
+    assert _ids(again, text) == _ids(hf, text) == ours.encode(text, allowed_special="all")
+    assert ours.encode_batch([text, "<|endoftext|>"], allowed_special="all") == [_ids(hf, text), _ids(hf, "<|endoftext|>")]
 
 
 def test_wordpiece_keeps_its_unknown_words_and_says_so(pairs):
     hf, ours = pairs["wordpiece"]
     unk = ours.token_id("[UNK]")
     too_long = "a" * 31  # max_input_chars_per_word is 30
-    assert ours.encode(too_long) == _ids(hf, too_long) == [unk]
-    assert ours.encode("a" * 30) == _ids(hf, "a" * 30) != [unk]
+    assert ours.encode(too_long, allowed_special="all") == _ids(hf, too_long) == [unk]
+    assert ours.encode("a" * 30, allowed_special="all") == _ids(hf, "a" * 30) != [unk]
     info = ours.info()
     assert info["loaded_from"] == "HF tokenizer.json"
     assert any("[UNK]" in line for line in info["lossy"]) and any("BertNormalizer" in line for line in info["lossy"])
@@ -278,7 +278,7 @@ def test_ids_equal_hf_on_characters_the_unicode_versions_disagree_on(pairs, text
     """The NFKC files whose pre-tokeniser (Metaspace) reads no character classes: with those,
     the normaliser is the only stage where the Unicode versions meet."""
     hf, ours = pairs[name]
-    assert ours.encode(text) == _ids(hf, text)
+    assert ours.encode(text, allowed_special="all") == _ids(hf, text)
 
 
 @settings(max_examples=250, deadline=None)
@@ -287,7 +287,7 @@ def test_ids_equal_hf_on_characters_the_unicode_versions_disagree_on(pairs, text
 def test_ids_and_text_equal_hf_on_arbitrary_text(pairs, text, name):
     hf, ours = pairs[name]
     expected = _ids(hf, text)
-    assert ours.encode(text) == expected
+    assert ours.encode(text, allowed_special="all") == expected
     assert ours.decode(expected) == hf.decode(expected, skip_special_tokens=False)
 
 
@@ -313,12 +313,12 @@ def test_encode_batch_equals_encode_and_hf_whatever_the_threads(pairs, texts, na
         # tokenizers cannot take a lone surrogate (Rust strings), and neither can its pipeline here.
         for threads in (1, 2):
             with pytest.raises(EncodeError, match="lone surrogate"):
-                ours.encode_batch(texts, num_threads=threads)
+                ours.encode_batch(texts, num_threads=threads, allowed_special="all")
         texts = [text for text in texts if not _has_surrogates(text)]
     given_texts = [text.encode("utf-8") if index % 2 else text for index, text in enumerate(texts)]
-    expected = [ours.encode(text) for text in given_texts]
+    expected = [ours.encode(text, allowed_special="all") for text in given_texts]
     for threads in (1, 2, None):
-        assert ours.encode_batch(given_texts, num_threads=threads) == expected
+        assert ours.encode_batch(given_texts, num_threads=threads, allowed_special="all") == expected
     assert expected == [encoding.ids for encoding in hf.encode_batch(texts, add_special_tokens=False)]
 
 
@@ -332,7 +332,7 @@ def test_counts_and_histograms_of_a_loaded_file_follow_its_pipeline(pairs, name)
     texts = HELD_OUT[:60] + ["Ünïcödé ½ ＡＢＣ ﬁ", "  spaced   out  ", ""]
     expected = [encoding.ids for encoding in hf.encode_batch(texts, add_special_tokens=False)]
     assert ours.encode_ordinary_batch(texts, num_threads=2) == expected
-    assert ours.count_tokens(texts, num_threads=2).tolist() == [len(ids) for ids in expected]
+    assert ours.count_tokens(texts, num_threads=2, allowed_special="all").tolist() == [len(ids) for ids in expected]
     histogram = ours.token_histogram(texts, num_threads=2)
     assert histogram.tolist() == np.bincount([i for ids in expected for i in ids], minlength=ours.vocab_size).tolist()
     assert polytok.evaluate(ours, polytok.texts(texts), progress=False)["tokens"] == sum(map(len, expected))
@@ -343,8 +343,8 @@ def test_encode_batch_of_many_documents_equals_hf_batch(pairs, name):
     hf, ours = pairs[name]
     documents = ["\n".join(HELD_OUT[start : start + 20]) for start in range(0, len(HELD_OUT), 20)] + HOSTILE
     expected = [encoding.ids for encoding in hf.encode_batch(documents, add_special_tokens=False)]
-    assert ours.encode_batch(documents, num_threads=2) == expected
-    assert ours.encode_batch(documents, num_threads=1) == expected
+    assert ours.encode_batch(documents, num_threads=2, allowed_special="all") == expected
+    assert ours.encode_batch(documents, num_threads=1, allowed_special="all") == expected
 
 
 @pytest.mark.parametrize(("edit", "message"), [
@@ -393,7 +393,7 @@ def test_split_behaviours_match_hf(tmp_path):
             hf.save(str(path))
             ours = polytok.load_huggingface(path)
             for sample in [text, "-", "--", "ab", "", "-a-"]:
-                assert ours.encode(sample) == _ids(hf, sample), (behavior, invert, sample)
+                assert ours.encode(sample, allowed_special="all") == _ids(hf, sample), (behavior, invert, sample)
 
 
 def test_unigram_ties_break_as_tokenizers_reads_the_scores(tmp_path):
@@ -406,7 +406,7 @@ def test_unigram_ties_break_as_tokenizers_reads_the_scores(tmp_path):
     hf.save(str(path))
     from_file = tokenizers.Tokenizer.from_file(str(path))
     assert from_file.encode("shell....").tokens == ["▁shell", "...", "."]
-    assert polytok.load(path).encode("shell....") == from_file.encode("shell....").ids
+    assert polytok.load(path).encode("shell....", allowed_special="all") == from_file.encode("shell....").ids
 
 
 def test_tokenizer_methods_on_a_loaded_file(pairs, tmp_path):
@@ -416,13 +416,13 @@ def test_tokenizer_methods_on_a_loaded_file(pairs, tmp_path):
     hf, ours = pairs["llama2-bpe"]
     texts = HELD_OUT[:20] + ["<s>x</s>", ""]
     expected = [_ids(hf, text) for text in texts]
-    assert ours.encode_batch(texts) == expected
-    assert [list(ours.encode_to_numpy(text)) for text in texts] == expected
-    assert list(ours.count_tokens(texts)) == [len(ids) for ids in expected]
-    assert ours.encode(texts[0].encode("utf-8")) == expected[0]
+    assert ours.encode_batch(texts, allowed_special="all") == expected
+    assert [list(ours.encode_to_numpy(text, allowed_special="all")) for text in texts] == expected
+    assert list(ours.count_tokens(texts, allowed_special="all")) == [len(ids) for ids in expected]
+    assert ours.encode(texts[0].encode("utf-8"), allowed_special="all") == expected[0]
     assert ours.decode_bytes(expected[0]) == b"".join(ours.vocab[token_id] for token_id in expected[0])
     with pytest.raises(EncodeError, match="not UTF-8"):
-        ours.encode(b"\xff\xfe")
+        ours.encode(b"\xff\xfe", allowed_special="all")
     with pytest.raises(DecodeError):
         ours.decode([ours.vocab_size + 5])
     with pytest.raises(ConfigError, match="HF tokenizer.json"):

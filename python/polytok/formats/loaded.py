@@ -3,12 +3,17 @@ tokenizer.json and SentencePiece readers build a `Pipeline` (the text stages aro
 segmenter, and the decoder) and a core encoder, and `LoadedTokenizer` offers them through the
 Tokenizer's public methods, with the ids and text that library gives.
 
-A loaded file's added tokens are always recognised, as its library does, so the special-token
-arguments of the encode methods change nothing here, and `special_tokens` is empty.
+The special-token rules are the native Tokenizer's (`BaseTokenizer._special_sets`): a HF file's
+added tokens marked special are `special_tokens`; by default their text in the input is an
+EncodeError, `allowed_special` lets them through as their ids (`"all"`: what `tokenizers` does),
+and `disallowed_special=()` leaves the rest to the segmenter as ordinary text. Added tokens not
+marked special are vocabulary, cut out as `tokenizers` cuts them. A SentencePiece model never
+reads a control piece from text (nor does `sentencepiece`), so it has no special tokens here.
 """
 from __future__ import annotations
 
 import abc
+import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -18,7 +23,7 @@ import numpy as np
 from polytok import _core
 from polytok.errors import ConfigError, FormatError
 from polytok.segmenters import merges_encoder
-from polytok.tokenizer import BaseTokenizer, SpecialSet
+from polytok.tokenizer import BaseTokenizer, SpecialSet, special_token_error
 
 # The core encoders a loaded pipeline feeds: polytok's own BPE for byte-level BPE files whose
 # pre-tokeniser is one regex, and the character-level segmenters of src/segment/loaded.rs.
@@ -114,8 +119,20 @@ class LoadedTokenizer(BaseTokenizer):
         self.continuation_marker = continuation_marker
         self.training = None
         self.certificate = None
-        self._special_tokens = {}
+        self._special_tokens = {token["content"]: token["id"] for token in pipeline.added if token.get("special")}
+        self._ordinary_added = frozenset(token["content"] for token in pipeline.added if not token.get("special"))
+        self._finders: dict[frozenset[str], tuple[re.Pattern[str], re.Pattern[bytes]]] = {}
         self._index_tokens()
+
+    @property
+    def vocab_size(self) -> int:
+        """The number of ids: `vocab` holds the added tokens (special ones too) at their ids."""
+        return len(self.vocab)
+
+    @property
+    def n_vocab(self) -> int:
+        """One past the largest id, which is vocab_size here."""
+        return len(self.vocab)
 
     # ---- encoding -------------------------------------------------------------------------
 
@@ -134,9 +151,12 @@ class LoadedTokenizer(BaseTokenizer):
         """The ids of `text` as the file's library gives them, added tokens recognised;
         `max_tokens` keeps at most that many of the first without splitting a character."""
         if max_tokens is not None:
-            return self._truncated(self.encode, text, max_tokens, sample=sample, dropout=dropout)
-        self._refuse_randomness(sample, dropout)
-        return self.pipeline.encode(self._encoder, text)
+            return self._truncated(self.encode, text, max_tokens, allowed_special=allowed_special,
+                                   disallowed_special=disallowed_special, sample=sample, alpha=alpha,
+                                   dropout=dropout, seed=seed)
+        self._refuse_randomness(sample, alpha, dropout, seed)
+        split = self._split_for(allowed_special, disallowed_special, [text], batch=False)
+        return self.pipeline.encode(self._encoder, text, split)
 
     def encode_nbest(
         self,
@@ -152,13 +172,39 @@ class LoadedTokenizer(BaseTokenizer):
             f"from a {self.pipeline.kind} file with its pipeline"
         )
 
-    def _refuse_randomness(self, sample: bool, dropout: float | None) -> None:
-        if sample or dropout is not None:
-            raise ConfigError("sample and dropout apply to polytok's own tokenisers, not to one loaded with its library's pipeline")
+    def _refuse_randomness(self, sample: bool, alpha: float, dropout: float | None, seed: int | None) -> None:
+        if sample or dropout is not None or alpha != 0.1 or seed is not None:
+            raise ConfigError("sample, alpha, dropout and seed apply to polytok's own tokenisers, not to one "
+                              f"loaded from a {self.pipeline.kind} file with its pipeline")
+
+    def _split_for(self, allowed_special: SpecialSet, disallowed_special: SpecialSet, texts: list[str | bytes],
+                   batch: bool) -> bool | frozenset[str]:
+        """Which added tokens the pipeline cuts out of `texts` under the special-token
+        arguments (see the module docstring); EncodeError where a text holds a disallowed one."""
+        if not self._special_tokens:
+            return True
+        allowed, disallowed = self._special_sets(allowed_special, disallowed_special)
+        if disallowed:
+            key = frozenset(disallowed)
+            finders = self._finders.get(key)
+            if finders is None:
+                contents = sorted(key, key=lambda content: (-len(content), content))
+                finders = (re.compile("|".join(map(re.escape, contents))),
+                           re.compile(b"|".join(re.escape(content.encode("utf-8")) for content in contents)))
+                if len(self._finders) < 16:
+                    self._finders[key] = finders
+            for index, text in enumerate(texts):
+                found = (finders[1] if isinstance(text, (bytes, bytearray)) else finders[0]).search(text)
+                if found is not None:
+                    token = found.group()
+                    raise special_token_error(token if isinstance(token, bytes) else token.encode("utf-8"), index, batch)
+        if len(allowed) == len(self._special_tokens):
+            return True
+        return self._ordinary_added | frozenset(allowed)
 
     def encode_ordinary(self, text: str | bytes) -> list[int]:
-        """The ids of `text`, with added-token text left to the segmenter."""
-        return self.pipeline.encode(self._encoder, text, split_added=False)
+        """The ids of `text`, special-token text left to the segmenter as ordinary text."""
+        return self.pipeline.encode(self._encoder, text, self._ordinary_added if self._special_tokens else True)
 
     def encode_to_numpy(
         self,
@@ -169,7 +215,8 @@ class LoadedTokenizer(BaseTokenizer):
         max_tokens: int | None = None,
     ) -> np.ndarray:
         """Like `encode` (`max_tokens` too), as a uint32 numpy array."""
-        return np.array(self.encode(text, max_tokens=max_tokens), dtype=np.uint32)
+        return np.array(self.encode(text, allowed_special=allowed_special, disallowed_special=disallowed_special,
+                                    max_tokens=max_tokens), dtype=np.uint32)
 
     def encode_batch(
         self,
@@ -187,14 +234,18 @@ class LoadedTokenizer(BaseTokenizer):
         """`encode` of each text, the core's part in parallel on `num_threads` threads;
         `max_tokens` truncates each encoding as in `encode`."""
         if max_tokens is not None:
-            return self._truncated_batch(self.encode_batch, texts, max_tokens, num_threads, sample=sample, dropout=dropout)
-        self._refuse_randomness(sample, dropout)
-        return self.pipeline.encode_batch(self._encoder, self._text_list(texts, "encode_batch"), self._threads(num_threads))
+            return self._truncated_batch(self.encode_batch, texts, max_tokens, num_threads, allowed_special=allowed_special,
+                                         disallowed_special=disallowed_special, sample=sample, alpha=alpha,
+                                         dropout=dropout, seed=seed)
+        self._refuse_randomness(sample, alpha, dropout, seed)
+        listed = self._text_list(texts, "encode_batch")
+        split = self._split_for(allowed_special, disallowed_special, listed, batch=True)
+        return self.pipeline.encode_batch(self._encoder, listed, self._threads(num_threads), split)
 
     def encode_ordinary_batch(self, texts: Iterable[str | bytes], num_threads: int | None = None) -> list[list[int]]:
         """`encode_ordinary` of each text, in parallel."""
         return self.pipeline.encode_batch(self._encoder, self._text_list(texts, "encode_ordinary_batch"), self._threads(num_threads),
-                                          split_added=False)
+                                          self._ordinary_added if self._special_tokens else True)
 
     def count_tokens(
         self,
@@ -205,7 +256,7 @@ class LoadedTokenizer(BaseTokenizer):
         disallowed_special: SpecialSet = "all",
     ) -> np.ndarray:
         """The number of tokens of each text (uint64)."""
-        encoded = self.pipeline.encode_batch(self._encoder, self._text_list(texts, "count_tokens"), self._threads(num_threads))
+        encoded = self.encode_batch(texts, num_threads, allowed_special=allowed_special, disallowed_special=disallowed_special)
         return np.array([len(ids) for ids in encoded], dtype=np.uint64)
 
     def token_histogram(self, texts: Iterable[str | bytes], num_threads: int | None = None) -> np.ndarray:
@@ -222,23 +273,34 @@ class LoadedTokenizer(BaseTokenizer):
         self.decode_bytes(ids)  # the same DecodeError for ids that are no token
         return self.pipeline.decode([int(token_id) for token_id in ids])
 
-    def pipeline_offsets(self, text: str | bytes, unit: str) -> tuple[list[int], np.ndarray]:
+    def pipeline_offsets(self, text: str | bytes, unit: str, allowed_special: SpecialSet = frozenset(),
+                         disallowed_special: SpecialSet = "all") -> tuple[list[int], np.ndarray]:
         """The ids of `text` and each token's (start, end) in it, in bytes or characters
         ("chars"). Where the tokens' bytes are the input's and no normaliser ran, they tile it
         (offsets.py); otherwise, for a tokenizer.json, each token's place in its word
         (formats/huggingface/spans.py) maps back through the pre-tokeniser's and the
         normaliser's alignment (formats/huggingface/alignment.py) to whole characters of the
         input, as `tokenizers` maps it; for a SentencePiece model, the spans `sentencepiece`
-        gives (formats/sentencepiece.py). ConfigError for the other files."""
+        gives (formats/sentencepiece.py). ConfigError for the other files, and where special-token
+        text is to be ordinary text (the offsets cut every special token out)."""
         from polytok.offsets import byte_offsets, input_bytes, to_character_offsets
 
+        if self._split_for(allowed_special, disallowed_special, [text], batch=False) is not True:
+            allowed, _ = self._special_sets(allowed_special, disallowed_special)
+            kept = [content for content in self._special_tokens if content not in allowed]
+            found = next((content for content in kept if (content if isinstance(text, str) else content.encode("utf-8")) in text), None)
+            if found is not None:
+                raise ConfigError(
+                    f"offsets of a tokeniser loaded from a {self.pipeline.kind} file cut out every special token, "
+                    f"but {found!r} is to be ordinary text here; pass allowed_special='all', or encode without offsets"
+                )
         data = input_bytes(text)
         sentencepiece_offsets = getattr(self.pipeline, "offsets", None)
         if sentencepiece_offsets is not None:
             ids, offsets = sentencepiece_offsets(self._encoder, text)
             return ids, to_character_offsets(data, offsets) if unit == "chars" else offsets
         if getattr(self.pipeline, "normalizer", None) is None:
-            ids = self.encode(text)
+            ids = self.encode(text, allowed_special="all")
             offsets = byte_offsets(self, ids)
             if self.decode_bytes(ids) == data:
                 return ids, to_character_offsets(data, offsets) if unit == "chars" else offsets

@@ -65,24 +65,41 @@ class HuggingFacePipeline(Pipeline):
         self.token_texts = token_texts
         self._raw_added = _added_matcher([token for token in added if not token.get("normalized")], None)
         self._normalized_added = _added_matcher([token for token in added if token.get("normalized")], normalizer)
+        self._subset_matchers: dict[frozenset[str], tuple[Any, Any]] = {}
         self._aligned: AlignedNormalizer | None = None
         # built on the first offsets call (token_spans)
         self._word_model: WordModel | None = None
         self._split_steps: list[PreTokenizerStep] | None = None
         self._replacements = _metaspace_replacements(record.get("pre_tokenizer"))
 
-    def encode(self, encoder: Any, text: str | bytes, split_added: bool = True) -> list[int]:
-        """The ids of `text` through the file's pipeline and the core `encoder`."""
+    def encode(self, encoder: Any, text: str | bytes, split_added: bool | frozenset[str] = True) -> list[int]:
+        """The ids of `text` through the file's pipeline and the core `encoder`; `split_added`
+        says which added tokens are cut out (True: all, False: none, or a set of contents)."""
         return encoder.encode_words(*self._words(text, split_added))
 
     def encode_batch(
-        self, encoder: Any, texts: list[str | bytes], num_threads: int | None, split_added: bool = True
+        self, encoder: Any, texts: list[str | bytes], num_threads: int | None, split_added: bool | frozenset[str] = True
     ) -> list[list[int]]:
         """`encode` of each text: the Python stages (added tokens, normaliser, pre-tokeniser
         steps) run here one text after another, the core's part in parallel on `num_threads`."""
         return encoder.encode_words_batch([self._words(text, split_added) for text in texts], num_threads)
 
-    def _words(self, text: str | bytes, split_added: bool) -> tuple[bytes, list[int], list[tuple[int, int]]]:
+    def _matchers(self, split_added: bool | frozenset[str]) -> tuple[Any, Any]:
+        """The (raw, normalised) matchers of the added tokens that `split_added` cuts out."""
+        if split_added is True:
+            return self._raw_added, self._normalized_added
+        if split_added is False or not split_added:
+            return None, None
+        matchers = self._subset_matchers.get(split_added)
+        if matchers is None:
+            chosen = [token for token in self.added if token["content"] in split_added]
+            matchers = (_added_matcher([token for token in chosen if not token.get("normalized")], None),
+                        _added_matcher([token for token in chosen if token.get("normalized")], self.normalizer))
+            if len(self._subset_matchers) < 16:
+                self._subset_matchers[split_added] = matchers
+        return matchers
+
+    def _words(self, text: str | bytes, split_added: bool | frozenset[str]) -> tuple[bytes, list[int], list[tuple[int, int]]]:
         """The Python stages of the pipeline: the words of `text` back to back, their lengths,
         and each added token as (index of the word it precedes, id), for the core's encode_words."""
         text = self._text(text)
@@ -98,12 +115,13 @@ class HuggingFacePipeline(Pipeline):
                     pieces = step(pieces)
             words.extend(word.encode("utf-8") for word, _ in pieces if word)
 
-        for raw, raw_id, raw_first in _split_added(text, self._raw_added if split_added else None, True):
+        raw_added, normalized_added = self._matchers(split_added)
+        for raw, raw_id, raw_first in _split_added(text, raw_added, True):
             if raw_id is not None:
                 added.append((len(words), raw_id))
                 continue
             normalized = self.normalizer(raw) if self.normalizer is not None else raw
-            for piece, piece_id, first in _split_added(normalized, self._normalized_added if split_added else None, raw_first):
+            for piece, piece_id, first in _split_added(normalized, normalized_added, raw_first):
                 if piece_id is not None:
                     added.append((len(words), piece_id))
                 else:
