@@ -58,6 +58,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from polytok.formats.sentencepiece import _encode_varint as encode_varint
+from polytok.formats.sentencepiece import _varint
+
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
 
@@ -493,28 +496,9 @@ def charsmap_mutant(blob: bytes, rng: random.Random) -> tuple[bytes, str]:
 
 # ---- mutations: protobuf (.model) ------------------------------------------------------------
 
-def encode_varint(value: int) -> bytes:
-    value &= (1 << 64) - 1
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
 def read_varint(data: bytes, at: int) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        byte = data[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, at
-        shift += 7
+    """The protobuf number at `at` of a seed (the reader's own parser) and where it ends."""
+    return _varint(data, at, "seed")
 
 
 # fields of ModelProto that are messages: pieces, trainer_spec, normalizer_spec, self_test_data, denormalizer_spec
