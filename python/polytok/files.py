@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import stat
 import tempfile
 from pathlib import Path
@@ -79,7 +80,7 @@ def read_json(path: str | os.PathLike, what: str = "file") -> Any:
     except UnicodeDecodeError as error:
         raise FormatError(f"{what} {path}: invalid UTF-8 at byte {error.start}") from None
     try:
-        return json.loads(text, object_pairs_hook=_unique_keys)
+        value = json.loads(text, object_pairs_hook=_unique_keys)
     except _RepeatedKey as error:
         raise FormatError(f"{what} {path}: the key {error.args[0]!r} appears twice in one JSON object") from None
     except json.JSONDecodeError as error:
@@ -91,6 +92,34 @@ def read_json(path: str | os.PathLike, what: str = "file") -> Any:
         raise FormatError(f"{what} {path} nests its JSON arrays and objects too deeply to read") from None
     except ValueError as error:  # an integer of more digits than sys.get_int_max_str_digits()
         raise FormatError(f"{what} {path} is not JSON polytok can read: {error}") from None
+    if _SURROGATE_ESCAPE.search(text) and (where := _lone_surrogate(value)) is not None:
+        raise FormatError(f"{what} {path}: the string at {where} holds a lone surrogate escape (\\uD800-\\uDFFF "
+                          "not in a pair), which is no Unicode text")
+    return value
+
+
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _lone_surrogate(value: Any) -> str | None:
+    """The JSON path of the first key or string in `value` with a lone surrogate, or None."""
+    stack: list[tuple[str, Any]] = [("$", value)]
+    while stack:
+        where, item = stack.pop()
+        if isinstance(item, str):
+            if not item.isascii() and _LONE_SURROGATE.search(item):
+                return where
+        elif isinstance(item, dict):
+            for key, child in item.items():
+                if _LONE_SURROGATE.search(key):
+                    return f"{where} (a key)"
+                stack.append((f"{where}[{key[:40]!r}]", child))
+        elif isinstance(item, list):
+            stack.extend((f"{where}[{index}]", child) for index, child in enumerate(item))
+    return None
+
+
+_LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 class _RepeatedKey(ValueError):

@@ -335,11 +335,15 @@ def test_bad_hf_fields_are_format_errors_naming_the_field(tmp_path):
     cases["normalizer-untyped"] = (dict(bpe, normalizer=[1]), "normalizer")
     cases["metaspace-replacement"] = (dict(bpe, pre_tokenizer={"type": "Metaspace", "replacement": 5}), "replacement")
     cases["metaspace-empty"] = (dict(bpe, pre_tokenizer={"type": "Metaspace", "replacement": ""}), "replacement")
+    # tokenizers reads a Metaspace replacement as one char; a long one multiplied every text's length
+    cases["metaspace-long"] = (dict(unigram, pre_tokenizer={"type": "Metaspace", "replacement": "a" * 100_000}), "one character")
+    cases["metaspace-decoder-long"] = (dict(unigram, decoder={"type": "Metaspace", "replacement": "ab"}), "one character")
     cases["metaspace-scheme"] = (dict(bpe, pre_tokenizer={"type": "Metaspace", "prepend_scheme": "sometimes"}), "prepend_scheme")
     cases["punctuation-behavior"] = (dict(bpe, pre_tokenizer={"type": "Punctuation", "behavior": 3}), "behavior")
     cases["split-regex"] = (dict(bpe, pre_tokenizer={"type": "Split", "pattern": {"Regex": "("}, "behavior": "Isolated"}), "regex")
     cases["strip-start"] = (dict(bpe, decoder={"type": "Strip", "content": " ", "start": "x", "stop": 0}), "decoder.start")
     cases["strip-content"] = (dict(bpe, decoder={"type": "Strip", "content": 1, "start": 1, "stop": 0}), "decoder.content")
+    cases["strip-long"] = (dict(bpe, decoder={"type": "Strip", "content": "  ", "start": 1, "stop": 0}), "decoder.content")
     cases["replace-content"] = (dict(bpe, decoder={"type": "Replace", "pattern": {"String": "a"}, "content": 1}), "decoder.content")
     cases["wordpiece-prefix"] = (dict(bpe, decoder={"type": "WordPiece", "prefix": None}), "decoder.prefix")
     for name, blob in [("base64", "!!"), ("header", base64.b64encode(b"\x01").decode()),
@@ -353,6 +357,10 @@ def test_bad_hf_fields_are_format_errors_naming_the_field(tmp_path):
     repeated = tmp_path / "repeated-key.json"
     repeated.write_text(json.dumps(bpe).replace('"vocab": {', '"vocab": {' + json.dumps(first) + ": 0, ", 1))
     files[repeated] = "appears twice"
+    for name, at in [("surrogate-prefix", '"continuing_subword_prefix": "##"'), ("surrogate-key", '"[UNK]":')]:
+        lone = tmp_path / f"{name}.json"  # json.dumps writes the escape \ud800, which json.loads gives as a lone surrogate
+        lone.write_text(json.dumps(wordpiece).replace(at, at.replace("##", "\\ud800").replace("[UNK]", "\\udfff[UNK]"), 1))
+        files[lone] = "lone surrogate"
     deep = tmp_path / "deep.json"
     deep.write_text('{"model": ' + "[" * 100_000 + "]" * 100_000 + "}")
     files[deep] = "deeply"

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from typing import Any
 
 from polytok.errors import DecodeError
-from polytok.formats.huggingface.nodes import Fail, compile_pattern, int_field, list_field, regex_timeout, shown, text_field, type_of
+from polytok.formats.huggingface.nodes import Fail, char_field, compile_pattern, int_field, list_field, regex_timeout, shown, text_field, type_of
 from polytok.formats.huggingface.pre_tokenizers import byte_to_char, prepend_scheme
 
 Decoder = Callable[[list[str]], list[str]]
@@ -127,7 +127,7 @@ def decoder(node: Any, where: str, fail: Fail) -> Decoder:
     if kind == "Fuse":
         return lambda tokens: ["".join(tokens)]
     if kind == "Strip":
-        return _strip_decoder(text_field(node, "content", " ", where, fail), int_field(node, "start", 0, where, fail, limit=2**63),
+        return _strip_decoder(char_field(node, "content", " ", where, fail), int_field(node, "start", 0, where, fail, limit=2**63),
                               int_field(node, "stop", 0, where, fail, limit=2**63))
     if kind == "Replace":
         pattern = node.get("pattern")
@@ -145,7 +145,7 @@ def decoder(node: Any, where: str, fail: Fail) -> Decoder:
 
         return replace
     if kind == "Metaspace":
-        return _metaspace_decoder(text_field(node, "replacement", "▁", where, fail, empty=False), prepend_scheme(node, where, fail))
+        return _metaspace_decoder(char_field(node, "replacement", "▁", where, fail), prepend_scheme(node, where, fail))
     if kind == "WordPiece":
         return _wordpiece_decoder(text_field(node, "prefix", "##", where, fail), bool(node.get("cleanup", True)))
     raise fail(f"{where} type {kind!r} is not supported")

@@ -34,6 +34,15 @@ def text_field(node: dict[str, Any], name: str, default: str, where: str, fail: 
     return value
 
 
+def char_field(node: dict[str, Any], name: str, default: str, where: str, fail: Fail) -> str:
+    """The node's one-character field `name` (`default` when absent): tokenizers reads these as a
+    Rust `char`, and a longer string would multiply every text's length by its own."""
+    value = node.get(name, default)
+    if not isinstance(value, str) or len(value) != 1:
+        raise fail(f"{where}.{name} is {shown(value)}, expected a string of one character")
+    return value
+
+
 def int_field(node: dict[str, Any], name: str, default: int, where: str, fail: Fail, *, limit: int) -> int:
     """The node's integer field `name` (`default` when absent), in 0..limit."""
     value = node.get(name, default)

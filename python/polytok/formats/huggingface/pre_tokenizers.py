@@ -14,7 +14,7 @@ import regex
 
 from polytok.errors import FormatError
 from polytok.formats.huggingface.nodes import (
-    Fail, compile_pattern, list_field, regex_timed_out, regex_timeout, shown, text_field, type_of,
+    Fail, char_field, compile_pattern, list_field, regex_timed_out, regex_timeout, shown, text_field, type_of,
 )
 from polytok.formats.huggingface.unicode_tables import BERT_PUNCTUATION_ADDED, BERT_PUNCTUATION_REMOVED
 
@@ -169,7 +169,7 @@ def pre_tokenizer(node: Any, where: str, fail: Fail) -> tuple[list[PreTokenizerS
             raise fail(f"{where}.behavior is {shown(behavior)}, not one of HF's split behaviours")
         return [_split_step(compile_pattern(pattern, f"{where}.pattern", fail), behavior, bool(node.get("invert")))], False
     if kind == "Metaspace":
-        replacement = text_field(node, "replacement", "▁", where, fail, empty=False)
+        replacement = char_field(node, "replacement", "▁", where, fail)
         scheme = prepend_scheme(node, where, fail)
         split = node.get("split", True)
 
@@ -225,7 +225,7 @@ def core_split(node: Any) -> tuple[list[PreTokenizerStep], str] | None:
         return [], f"[{_WORD}]+|[^{_WORD}{_WHITE_SPACE}]+"
     if kind == "WhitespaceSplit":
         return [], f"[^{_WHITE_SPACE}]+"
-    if kind == "Metaspace" and node.get("split", True) and len(node.get("replacement", "▁")) == 1:
+    if kind == "Metaspace" and node.get("split", True):
         steps = pre_tokenizer(node, "pre_tokenizer", FormatError)[0][:-1]
         replacement = regex.escape(node.get("replacement", "▁"))
         # each replacement character starts a piece (MergedWithNext), text before the first is one
