@@ -7,6 +7,8 @@ use rayon::prelude::*;
 
 use super::encoders::PyEncoder;
 use super::with_threads;
+use super::encoders::text_bytes;
+use crate::compat::added_tokens::AddedTokens;
 use crate::compat::char_longest_match::CharLongestMatch;
 use crate::compat::char_merges::CharMerges;
 use crate::compat::char_viterbi::CharViterbi;
@@ -18,6 +20,7 @@ use crate::segment::Segmenter;
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<PySentencePieceNormalizer>()?;
+    m.add_class::<PyAddedTokens>()?;
     Ok(())
 }
 
@@ -48,6 +51,45 @@ impl PySentencePieceNormalizer {
             escape_whitespaces,
         )?;
         Ok(PySentencePieceNormalizer { inner })
+    }
+}
+
+/// HF's added tokens of a loaded file, found in texts as `tokenizers` finds them.
+#[pyclass(name = "AddedTokens", module = "polytok._core", frozen)]
+pub struct PyAddedTokens {
+    inner: AddedTokens,
+}
+
+#[pymethods]
+impl PyAddedTokens {
+    /// `contents` are the tokens' distinct, non-empty UTF-8 texts; `lstrip[i]` and `rstrip[i]`
+    /// say whether token i takes the whitespace before and after it.
+    #[new]
+    fn new(contents: Vec<Vec<u8>>, lstrip: Vec<bool>, rstrip: Vec<bool>) -> PyResult<Self> {
+        Ok(PyAddedTokens { inner: AddedTokens::new(&contents, lstrip, rstrip)? })
+    }
+
+    /// `text` cut into (start, end, index) for each token's content and (start, end, None) for
+    /// the text between tokens, in character offsets; stripped whitespace is in no span.
+    fn spans(&self, py: Python<'_>, text: &str) -> Vec<(usize, usize, Option<usize>)> {
+        let spans = py.detach(|| self.inner.spans(text));
+        if text.is_ascii() {
+            return spans;
+        }
+        // byte offsets to character offsets, in one pass (the offsets only grow)
+        let bytes = text.as_bytes();
+        let (mut byte, mut char) = (0, 0);
+        let mut to_char = |offset: usize| {
+            char += bytes[byte..offset].iter().filter(|&&b| (b as i8) >= -0x40).count();
+            byte = offset;
+            char
+        };
+        spans.into_iter().map(|(start, end, index)| (to_char(start), to_char(end), index)).collect()
+    }
+
+    /// The index of the leftmost-longest token in `text` (str, bytes or bytearray), if any.
+    fn find(&self, text: &Bound<'_, PyAny>) -> PyResult<Option<usize>> {
+        Ok(self.inner.find(&text_bytes(text)?))
     }
 }
 

@@ -244,6 +244,9 @@ impl fmt::Display for CompatError {
                 f,
                 "the added tokens' word indices must be in order and at most the number of words"
             ),
+            CompatError::AddedTokens(ref error) => {
+                write!(f, "the added tokens cannot be matched: {error}")
+            }
             CompatError::UserDefinedMatcher(ref error) => {
                 write!(f, "the user-defined pieces cannot be matched: {error}")
             }

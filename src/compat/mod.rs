@@ -14,12 +14,14 @@
 //! Each word arrives as the UTF-8 bytes of one pre-token; bytes that are not UTF-8 count as
 //! one-byte characters (they can only reach the vocabulary through byte fallback). The files:
 //! `trie.rs` (the double-array trie of the lattice strings), one file per segmenter,
+//! `added_tokens.rs` (HF's added tokens found in a text),
 //! `sentencepiece.rs` (the normaliser) and `pipeline.rs` (whole documents through a loaded
 //! pipeline's Rust stages).
 use rustc_hash::FxHashMap;
 
 use crate::segment::utf8::utf8_char_len;
 
+pub mod added_tokens;
 pub mod char_longest_match;
 pub mod char_merges;
 pub mod char_viterbi;
@@ -44,6 +46,8 @@ pub enum CompatError {
     WordLengths { total: usize, data: usize },
     /// A document's added tokens are not in word order, or point past its last word.
     AddedTokenIndices,
+    /// The added tokens' matcher could not be built (the error's words).
+    AddedTokens(String),
     /// The matcher of the user-defined pieces could not be built (the error's words).
     UserDefinedMatcher(String),
     /// An id given for `what` (e.g. "merges") is not below the number of tokens.

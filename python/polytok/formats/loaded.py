@@ -13,7 +13,6 @@ reads a control piece from text (nor does `sentencepiece`), so it has no special
 from __future__ import annotations
 
 import abc
-import re
 from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
@@ -121,7 +120,7 @@ class LoadedTokenizer(BaseTokenizer):
         self.certificate = None
         self._special_tokens = {token["content"]: token["id"] for token in pipeline.added if token.get("special")}
         self._ordinary_added = frozenset(token["content"] for token in pipeline.added if not token.get("special"))
-        self._finders: dict[frozenset[str], tuple[re.Pattern[str], re.Pattern[bytes]]] = {}
+        self._finders: dict[frozenset[str], tuple[Any, list[str]]] = {}
         self._index_tokens()
 
     @property
@@ -186,18 +185,17 @@ class LoadedTokenizer(BaseTokenizer):
         allowed, disallowed = self._special_sets(allowed_special, disallowed_special)
         if disallowed:
             key = frozenset(disallowed)
-            finders = self._finders.get(key)
-            if finders is None:
-                contents = sorted(key, key=lambda content: (-len(content), content))
-                finders = (re.compile("|".join(map(re.escape, contents))),
-                           re.compile(b"|".join(re.escape(content.encode("utf-8")) for content in contents)))
+            finder = self._finders.get(key)
+            if finder is None:
+                contents = sorted(key)
+                finder = (_core.AddedTokens([content.encode("utf-8") for content in contents], [False] * len(contents),
+                                            [False] * len(contents)), contents)
                 if len(self._finders) < 16:
-                    self._finders[key] = finders
+                    self._finders[key] = finder
             for index, text in enumerate(texts):
-                found = (finders[1] if isinstance(text, (bytes, bytearray)) else finders[0]).search(text)
+                found = finder[0].find(text)
                 if found is not None:
-                    token = found.group()
-                    raise special_token_error(token if isinstance(token, bytes) else token.encode("utf-8"), index, batch)
+                    raise special_token_error(finder[1][found].encode("utf-8"), index, batch)
         if len(allowed) == len(self._special_tokens):
             return True
         return self._ordinary_added | frozenset(allowed)

@@ -16,8 +16,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-import regex
 
+from polytok import _core
 from polytok.errors import ConfigError, EncodeError, FormatError, PatternError
 from polytok.files import read_json
 from polytok.formats.huggingface.alignment import AlignedNormalizer, aligned_normalizer
@@ -258,27 +258,29 @@ def _word_model(model: dict[str, Any], vocab: list[bytes]) -> WordModel:
                      fuse_unk=kind == "Unigram" or bool(model.get("fuse_unk")))
 
 
-def _added_matcher(tokens: list[dict[str, Any]], normalizer: Normalizer | None) -> tuple[Any, dict[str, int]] | None:
-    """A regex finding the added tokens leftmost-longest (with their lstrip/rstrip whitespace),
-    and content -> id; None when there are none."""
-    if not tokens:
-        return None
+AddedMatcher = tuple[Any, list[int]]  # the core's AddedTokens, and the id of each of its contents
+
+
+def _added_matcher(tokens: list[dict[str, Any]], normalizer: Normalizer | None) -> AddedMatcher | None:
+    """The core matcher of the added tokens (their contents normalised by `normalizer`, if
+    given), which finds them as `tokenizers` does, and each content's id; None when there are
+    none. The first of two tokens with one content keeps it."""
     ids: dict[str, int] = {}
-    alternatives = []
-    for token in sorted(tokens, key=lambda token: -len(token["content"])):
+    strips: dict[str, tuple[bool, bool]] = {}
+    for token in tokens:
         content = token["content"] if normalizer is None else normalizer(token["content"])
-        if not content or content in ids:
-            continue
-        ids[content] = token["id"]
-        left = r"\s*" if token.get("lstrip") else ""
-        right = r"\s*" if token.get("rstrip") else ""
-        alternatives.append(f"{left}(?P<t{len(alternatives)}>{regex.escape(content)}){right}")
+        if content and content not in ids:
+            ids[content] = token["id"]
+            strips[content] = (bool(token.get("lstrip")), bool(token.get("rstrip")))
+    if not ids:
+        return None
     contents = list(ids)
-    order = {f"t{index}": contents[index] for index in range(len(contents))}
-    return regex.compile("|".join(alternatives)), {name: ids[content] for name, content in order.items()}
+    matcher = _core.AddedTokens([content.encode("utf-8") for content in contents],
+                                [strips[content][0] for content in contents], [strips[content][1] for content in contents])
+    return matcher, [ids[content] for content in contents]
 
 
-def _split_added(text: str, matcher: tuple[Any, dict[str, int]] | None, first: bool) -> list[tuple[str, int | None, bool]]:
+def _split_added(text: str, matcher: AddedMatcher | None, first: bool) -> list[tuple[str, int | None, bool]]:
     """(piece, None, starts the input) for text between added tokens and ("", id, False) for each token."""
     return [
         ("", token_id, False) if token_id is not None else (text[start:end], None, first and start == 0)
@@ -286,22 +288,13 @@ def _split_added(text: str, matcher: tuple[Any, dict[str, int]] | None, first: b
     ]
 
 
-def _added_spans(text: str, matcher: tuple[Any, dict[str, int]] | None) -> list[tuple[int, int, int | None]]:
+def _added_spans(text: str, matcher: AddedMatcher | None) -> list[tuple[int, int, int | None]]:
     """(start, end, None) for each non-empty stretch of text between added tokens and (start,
     end, id) for each token's content (its lstrip/rstrip whitespace belongs to neither)."""
     if matcher is None:
         return [(0, len(text), None)] if text else []
-    compiled, ids = matcher
-    out: list[tuple[int, int, int | None]] = []
-    start = 0
-    for match in compiled.finditer(text):
-        if match.start() > start:
-            out.append((start, match.start(), None))
-        out.append((*match.span(match.lastgroup), ids[match.lastgroup]))
-        start = match.end()
-    if start < len(text):
-        out.append((start, len(text), None))
-    return out
+    core, ids = matcher
+    return [(start, end, None if index is None else ids[index]) for start, end, index in core.spans(text)]
 
 
 # ---- reading the file --------------------------------------------------------------------------
