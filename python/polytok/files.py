@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import math
 import os
 import re
 import stat
@@ -64,6 +65,23 @@ def write_atomically(path: str | os.PathLike, data: bytes) -> None:
     """Write `data` to `path` through a temporary file and a rename."""
     with atomic_write(path, "wb") as stream:
         stream.write(data)
+
+
+def shown(value: Any) -> str:
+    """`value` for an error message: its repr, cut to 80 characters (a file's value may be huge;
+    an integer of thousands of digits is named by its size)."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 256:
+        return f"an integer of {value.bit_length()} bits"
+    text = repr(value)
+    return text if len(text) <= 80 else text[:77] + "..."
+
+
+def is_finite(number: int | float) -> bool:
+    """Whether `number` is a finite float (an int too large for a float is not)."""
+    try:
+        return math.isfinite(number)
+    except OverflowError:
+        return False
 
 
 def read_json(path: str | os.PathLike, what: str = "file") -> Any:

@@ -15,6 +15,7 @@ import struct
 import subprocess
 import sys
 import textwrap
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -103,6 +104,16 @@ def truncations(data: bytes, pieces: int = 40) -> list[int]:
     """About `pieces` cut points spread over `data`, and the first and last few bytes."""
     step = max(1, len(data) // pieces)
     return sorted({*range(0, len(data), step), *range(min(8, len(data))), *range(max(0, len(data) - 8), len(data))})
+
+
+def cut_files(directory: Path, data: bytes, cuts: Iterable[int], suffix: str) -> list[Path]:
+    """`data` cut at each of `cuts`, one file each in `directory`."""
+    files = []
+    for cut in cuts:
+        path = directory / f"cut-{cut}{suffix}"
+        path.write_bytes(data[:cut])
+        files.append(path)
+    return files
 
 
 # ---- polytok JSON ---------------------------------------------------------------------------------
@@ -213,11 +224,7 @@ def test_bad_polytok_fields_are_format_errors_naming_the_field(tmp_path):
 
 def test_a_polytok_file_cut_anywhere_fails_cleanly(tmp_path):
     data = polytok.formats.polytok.dumps(polytok_record()).encode()
-    files = []
-    for cut in truncations(data[: len(data.rstrip())]):  # a cut before the closing brace
-        path = tmp_path / f"cut-{cut}.json"
-        path.write_bytes(data[:cut])
-        files.append(path)
+    files = cut_files(tmp_path, data, truncations(data[: len(data.rstrip())]), ".json")  # a cut before the closing brace
     results = assert_survives(files, "polytok")
     assert all(outcome == "FormatError" for outcome, _ in results.values())
 
@@ -255,11 +262,7 @@ def test_bad_tiktoken_lines_are_format_errors_naming_the_line(tmp_path):
 
 def test_a_tiktoken_file_cut_anywhere_fails_cleanly(tmp_path):
     data = tiktoken_text().encode()
-    files = []
-    for cut in truncations(data):
-        path = tmp_path / f"cut-{cut}.tiktoken"
-        path.write_bytes(data[:cut])
-        files.append(path)
+    files = cut_files(tmp_path, data, truncations(data), ".tiktoken")
     assert_survives(files, "tiktoken")
 
 
@@ -370,11 +373,7 @@ def test_bad_hf_fields_are_format_errors_naming_the_field(tmp_path):
 @pytest.mark.parametrize("name", [path.name for path in HF_FILES])
 def test_an_hf_file_cut_anywhere_fails_cleanly(tmp_path, name):
     data = (READERS / name).read_bytes()
-    files = []
-    for cut in truncations(data, 25):
-        path = tmp_path / f"cut-{cut}.json"
-        path.write_bytes(data[:cut])
-        files.append(path)
+    files = cut_files(tmp_path, data, truncations(data, 25), ".json")
     results = assert_survives(files, "huggingface")
     assert all(outcome == "FormatError" for outcome, _ in results.values())
 
@@ -459,11 +458,7 @@ def test_a_long_sentencepiece_bpe_piece_loads_fast(tmp_path):
 @pytest.mark.parametrize("name", [path.name for path in SP_FILES])
 def test_a_sentencepiece_model_cut_or_edited_anywhere_fails_cleanly(tmp_path, name):
     data = (READERS / name).read_bytes()
-    files = []
-    for cut in truncations(data, 30):
-        path = tmp_path / f"cut-{cut}.model"
-        path.write_bytes(data[:cut])
-        files.append(path)
+    files = cut_files(tmp_path, data, truncations(data, 30), ".model")
     for at in truncations(data, 30):
         for byte in (0x00, 0xFF):
             path = tmp_path / f"byte-{at}-{byte}.model"
@@ -519,11 +514,7 @@ def test_a_counts_file_cut_anywhere_fails_cleanly(tmp_path):
     source = tmp_path / "source.ptc"
     PreTokenCounts.from_dict({b"hello": 3, b" world": 2, b"!": 7}).save(source)
     data = source.read_bytes()
-    files = []
-    for cut in range(len(data)):
-        path = tmp_path / f"cut-{cut}.ptc"
-        path.write_bytes(data[:cut])
-        files.append(path)
+    files = cut_files(tmp_path, data, range(len(data)), ".ptc")
     results = assert_survives(files, "counts")
     assert all(outcome == "FormatError" for outcome, _ in results.values())
     with pytest.raises(FormatError):

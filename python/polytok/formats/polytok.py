@@ -5,12 +5,11 @@ from __future__ import annotations
 
 import base64
 import json
-import math
 from pathlib import Path
 from typing import Any
 
 from polytok.errors import ConfigError, FormatError, PatternError
-from polytok.files import write_atomically
+from polytok.files import is_finite, shown, write_atomically
 from polytok.segmenters import SEGMENTERS
 from polytok.tokenizer import Tokenizer
 
@@ -77,19 +76,19 @@ def from_record(record: Any, source: str) -> Tokenizer:
     if not isinstance(record, dict):
         raise FormatError(f"{source}: expected a JSON object, found {type(record).__name__}")
     if record.get("format") != FORMAT_NAME:
-        raise fail("'format'", f"is {_shown(record.get('format'))}, expected {FORMAT_NAME!r}")
+        raise fail("'format'", f"is {shown(record.get('format'))}, expected {FORMAT_NAME!r}")
     version = record.get("version")
     if isinstance(version, bool) or not isinstance(version, int):
-        raise fail("'version'", f"is {_shown(version)}, expected an integer")
+        raise fail("'version'", f"is {shown(version)}, expected an integer")
     if version != FORMAT_VERSION:
         newer = " (written by a newer polytok)" if version > FORMAT_VERSION else ""
-        raise fail("'version'", f"is {_shown(version)}{newer}; this polytok reads version {FORMAT_VERSION}")
+        raise fail("'version'", f"is {shown(version)}{newer}; this polytok reads version {FORMAT_VERSION}")
     for name in FIELDS:
         if name not in record:
             raise fail(repr(name), "is missing")
     extra = sorted(set(record) - set(FIELDS))
     if extra:
-        raise FormatError(f"{source}: unknown field {_shown(extra[0])} (known fields: {', '.join(FIELDS)})")
+        raise FormatError(f"{source}: unknown field {shown(extra[0])} (known fields: {', '.join(FIELDS)})")
 
     def expect(name: str, kinds: tuple[type, ...], nullable: bool = False) -> Any:
         value = record[name]
@@ -103,12 +102,12 @@ def from_record(record: Any, source: str) -> Tokenizer:
     algorithm = expect("algorithm", (str,))
     segmenter = expect("segmenter", (str,))
     if segmenter not in SEGMENTERS:
-        raise fail("'segmenter'", f"is {_shown(segmenter)}; known segmenters: {sorted(SEGMENTERS)}")
+        raise fail("'segmenter'", f"is {shown(segmenter)}; known segmenters: {sorted(SEGMENTERS)}")
     pattern = expect("pattern", (str,), nullable=True)
     special_tokens = expect("special_tokens", (dict,))
     for text, token_id in special_tokens.items():
         if isinstance(token_id, bool) or not isinstance(token_id, int) or token_id < 0:
-            raise fail(f"'special_tokens'[{_shown(text)}]", f"is {_shown(token_id)}, expected a non-negative integer id")
+            raise fail(f"'special_tokens'[{shown(text)}]", f"is {shown(token_id)}, expected a non-negative integer id")
     vocab_field = expect("vocab", (list,))
     vocab = []
     for index, item in enumerate(vocab_field):
@@ -117,7 +116,7 @@ def from_record(record: Any, source: str) -> Tokenizer:
         try:
             token = base64.b64decode(item, validate=True)
         except ValueError:
-            raise fail(f"'vocab'[{index}]", f"is not valid base64: {_shown(item)}") from None
+            raise fail(f"'vocab'[{index}]", f"is not valid base64: {shown(item)}") from None
         if not token:
             raise fail(f"'vocab'[{index}]", "is an empty token")
         vocab.append(token)
@@ -129,12 +128,12 @@ def from_record(record: Any, source: str) -> Tokenizer:
                 or len(pair) != 2
                 or not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < len(vocab) for i in pair)
             ):
-                raise fail(f"'merges'[{index}]", f"is {_shown(pair)}, expected [left id, right id] with ids below {len(vocab)}")
+                raise fail(f"'merges'[{index}]", f"is {shown(pair)}, expected [left id, right id] with ids below {len(vocab)}")
     scores = expect("scores", (list,), nullable=True)
     if scores is not None:
         for index, score in enumerate(scores):
-            if isinstance(score, bool) or not isinstance(score, (int, float)) or not _finite(score):
-                raise fail(f"'scores'[{index}]", f"is {_shown(score)}, expected a finite number")
+            if isinstance(score, bool) or not isinstance(score, (int, float)) or not is_finite(score):
+                raise fail(f"'scores'[{index}]", f"is {shown(score)}, expected a finite number")
         if len(scores) != len(vocab):
             raise fail("'scores'", f"has {len(scores)} entries for {len(vocab)} tokens")
     continuation_marker = expect("continuation_marker", (str,), nullable=True)
@@ -157,17 +156,3 @@ def from_record(record: Any, source: str) -> Tokenizer:
         raise FormatError(f"{source}: {error}") from None
 
 
-def _finite(number: int | float) -> bool:
-    """Whether `number` is a finite float (an int too large for a float is not)."""
-    try:
-        return math.isfinite(number)
-    except OverflowError:
-        return False
-
-
-def _shown(value: Any) -> str:
-    """`value` for an error message: its repr, cut to 80 characters (a file's value may be huge)."""
-    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 256:
-        return f"an integer of {value.bit_length()} bits"
-    shown = repr(value)
-    return shown if len(shown) <= 80 else shown[:77] + "..."

@@ -8,6 +8,7 @@ from typing import Any
 import regex
 
 from polytok.errors import EncodeError, FormatError
+from polytok.files import shown
 
 # Builds the FormatError for a problem, naming the file it is in.
 Fail = Callable[[str], FormatError]
@@ -49,12 +50,6 @@ def int_field(node: dict[str, Any], name: str, default: int, where: str, fail: F
     if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= limit:
         raise fail(f"{where}.{name} is {shown(value)}, expected an integer from 0 to {limit}")
     return value
-
-
-def shown(value: Any) -> str:
-    """`value` for an error message: its repr, cut to 80 characters (a file's value may be huge)."""
-    text = repr(value)
-    return text if len(text) <= 80 else text[:77] + "..."
 
 
 def list_field(node: dict[str, Any], name: str, where: str, fail: Fail) -> list[Any]:

@@ -10,7 +10,6 @@ regex runs in the core (polytok's own pre-tokeniser) and the merges segmenter is
 """
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -19,10 +18,10 @@ import numpy as np
 
 from polytok import _core
 from polytok.errors import ConfigError, EncodeError, FormatError, PatternError
-from polytok.files import read_json
+from polytok.files import is_finite, read_json, shown
 from polytok.formats.huggingface.alignment import AlignedNormalizer, aligned_normalizer
 from polytok.formats.huggingface.decoders import Decoder, decoder as read_decoder
-from polytok.formats.huggingface.nodes import Fail, int_field, shown
+from polytok.formats.huggingface.nodes import Fail, int_field
 from polytok.formats.huggingface.normalizers import Normalizer, normalizer as read_normalizer
 from polytok.formats.huggingface.spans import WordModel, spelled_alignment
 from polytok.formats.huggingface.pre_tokenizers import (
@@ -437,7 +436,7 @@ def _model_texts(model: dict[str, Any], model_type: str, fail: Fail) -> tuple[di
             raise fail("model.vocab is not a list of [piece, score]")
         for index, entry in enumerate(entries):
             if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str)
-                    and isinstance(entry[1], (int, float)) and not isinstance(entry[1], bool) and _finite(entry[1])):
+                    and isinstance(entry[1], (int, float)) and not isinstance(entry[1], bool) and is_finite(entry[1])):
                 raise fail(f"model.vocab[{index}] is {shown(entry)}, expected [piece, finite score]")
             texts[index] = entry[0]
             scores[index] = as_tokenizers_reads_it(float(entry[1]))
@@ -640,14 +639,6 @@ def _native_subword(record: dict[str, Any], texts: list[str], scores: list[float
                          scores=scores, algorithm="unigram")
     except (KeyError, ConfigError, PatternError, ValueError):
         return None  # not polytok's shape (a character outside the byte-level table, a gap): read generically
-
-
-def _finite(number: int | float) -> bool:
-    """Whether `number` is a finite float (an int too large for a float is not)."""
-    try:
-        return math.isfinite(number)
-    except OverflowError:
-        return False
 
 
 def _is_hex(text: str) -> bool:
