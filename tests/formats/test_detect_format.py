@@ -25,7 +25,7 @@ def test_formats_are_told_by_name_and_first_bytes(tmp_path):
         "cl100k_like": RANKS.encode(),  # no suffix: the first line is a rank line
         "tok.json": b'  {"format": "polytok"}',
         "spm.model": (READERS / "sp-unigram.model").read_bytes(),
-        "spm.bin": (READERS / "sp-unigram.model").read_bytes(),  # binary whatever its name
+        "spm.bin": (READERS / "sp-unigram.model").read_bytes(),  # a protobuf's start whatever its name
         "broken.model": b"\x0a\x05\x0f\x00",
     }
     expected = {"ranks.tiktoken": "tiktoken", "cl100k_like": "tiktoken", "tok.json": "json", "spm.model": "sentencepiece",
@@ -49,6 +49,9 @@ def test_missing_empty_and_unknown_files_are_named(tmp_path):
     (tmp_path / "long.txt").write_text("é" * 5000)  # a character cut by the head read is still text
     with pytest.raises(FormatError, match="not a tokeniser file"):
         polytok.load(tmp_path / "long.txt")
+    (tmp_path / "random.bin").write_bytes(bytes(range(255, -1, -1)) * 4)  # binary, but no protobuf's start
+    with pytest.raises(FormatError, match="random.bin is not a tokeniser file polytok can read"):
+        polytok.load(tmp_path / "random.bin")
     (tmp_path / "broken.json").write_text('{"vocab": [')
     with pytest.raises(FormatError, match=r"broken.json is not valid JSON at line 1 column 12 .*truncated"):
         polytok.load(tmp_path / "broken.json")

@@ -33,7 +33,8 @@ _HEAD_BYTES = 4096
 
 def detect_format(path: str | Path) -> FileFormat:
     """Which reader a tokeniser file needs, from its name and first bytes: "sentencepiece" for
-    a .model file or any binary file (a SentencePiece model is a protobuf), "tiktoken" for a
+    a .model file or a binary file that starts as a SentencePiece protobuf does (field 1, 2 or 3,
+    length-delimited), "tiktoken" for a
     .tiktoken file or one whose first line is a rank line, "json" for a JSON object (polytok
     or HF, told apart by their fields). FormatError for anything else."""
     path = Path(path)
@@ -52,12 +53,17 @@ def detect_format(path: str | Path) -> FileFormat:
         return "tiktoken"
     if head.lstrip().startswith(b"{"):
         return "json"
-    if not _is_text(head):
+    if not _is_text(head) and head[0] in _MODEL_PROTO_STARTS:
         return "sentencepiece"
     raise FormatError(
         f"{path} is not a tokeniser file polytok can read: expected polytok JSON, a tiktoken rank file, "
         "a Hugging Face tokenizer.json or a SentencePiece .model"
     )
+
+
+# A serialised SentencePiece ModelProto's first tag: pieces (1), trainer_spec (2) or
+# normalizer_spec (3), each length-delimited; protobuf writes fields in number order.
+_MODEL_PROTO_STARTS = (0x0A, 0x12, 0x1A)
 
 
 def _is_text(head: bytes) -> bool:
