@@ -8,6 +8,7 @@ mod bindings;
 mod compat;
 mod count;
 mod heal;
+mod literals;
 mod lp;
 mod metrics;
 mod pretokenize;

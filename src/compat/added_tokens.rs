@@ -6,6 +6,7 @@
 use aho_corasick::{AhoCorasick, MatchKind};
 
 use super::CompatError;
+use crate::literals;
 
 pub struct AddedTokens {
     matcher: AhoCorasick,
@@ -35,8 +36,7 @@ impl AddedTokens {
                 rstrip.len()
             )));
         }
-        let matcher = AhoCorasick::builder()
-            .match_kind(MatchKind::LeftmostLongest)
+        let matcher = literals::builder(contents, MatchKind::LeftmostLongest)
             .build(contents)
             .map_err(|error| CompatError::AddedTokens(error.to_string()))?;
         Ok(AddedTokens {

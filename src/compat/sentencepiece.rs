@@ -6,6 +6,7 @@
 use aho_corasick::{AhoCorasick, Anchored, Input, MatchKind, StartKind};
 
 use super::CompatError;
+use crate::literals;
 use crate::segment::utf8::utf8_char_len;
 
 const REPLACEMENT_CHARACTER: &[u8] = "\u{FFFD}".as_bytes();
@@ -239,8 +240,8 @@ impl SentencePieceNormalizer {
         let user_defined_matcher = if user_defined.is_empty() {
             None
         } else {
-            let matcher = AhoCorasick::builder()
-                .match_kind(MatchKind::LeftmostLongest)
+            let pieces: Vec<&[u8]> = user_defined.iter().map(|(piece, _)| piece.as_slice()).collect();
+            let matcher = literals::builder(&pieces, MatchKind::LeftmostLongest)
                 .start_kind(StartKind::Both)
                 .build(user_defined.iter().map(|(piece, _)| piece))
                 .map_err(|error| CompatError::UserDefinedMatcher(error.to_string()))?;

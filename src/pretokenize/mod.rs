@@ -12,6 +12,8 @@ mod unicode_tables;
 
 use aho_corasick::{AhoCorasick, MatchKind};
 
+use crate::literals;
+
 pub use presets::Preset;
 
 /// Where pre-tokens go, in order: one at a time, or all those that the block path finds in a
@@ -150,8 +152,7 @@ impl PreTokenizer {
             None
         } else {
             Some(
-                AhoCorasick::builder()
-                    .match_kind(MatchKind::LeftmostLongest)
+                literals::builder(&special_tokens, MatchKind::LeftmostLongest)
                     .build(&special_tokens)
                     .map_err(PreTokenizeError::SpecialTokens)?,
             )

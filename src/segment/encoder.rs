@@ -15,6 +15,7 @@ use super::rng::SplitMix64;
 use super::{
     RandomKind, RandomSegmenter, RankedSegmenter, Segmenter, VocabularyError, MAX_UNUSED_IDS,
 };
+use crate::literals;
 use crate::pretokenize::{Input, PreTokenizeError, PreTokenizer, Sink};
 
 /// Why an `Encoder` could not be built.
@@ -281,8 +282,7 @@ impl Encoder {
         disallowed: Vec<Vec<u8>>,
     ) -> Result<SpecialPolicy, PolicyError> {
         let build = |texts: &[Vec<u8>], kind: MatchKind| {
-            AhoCorasick::builder()
-                .match_kind(kind)
+            literals::builder(texts, kind)
                 .build(texts)
                 .map_err(PolicyError::Matcher)
         };

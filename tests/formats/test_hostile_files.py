@@ -562,3 +562,26 @@ def test_a_wordpiece_file_without_a_word_limit_encodes_long_words_in_linear_time
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=30)
     assert done.returncode == 0, done.stderr[-1000:]
     assert int(done.stdout) == 100_000
+
+
+def test_a_long_special_or_added_token_loads_in_time_linear_in_its_length(tmp_path):
+    # a 100,000-character token built a DFA for 30 s (the fuzzer's hf-bpe hang); every literal
+    # matcher now takes an NFA for long patterns. 3 files within the child's 60 s, found whole
+    long = "a" * 100_000
+    hf = hf_record("hf-bpe-byte-level.json")
+    size = len(hf["model"]["vocab"])
+    hf["added_tokens"] = [{"id": size, "content": long, "special": True, "normalized": False, "lstrip": False,
+                           "rstrip": False, "single_word": False}]
+    files = [("huggingface", tmp_path / "added.json")]
+    files[0][1].write_text(json.dumps(hf))
+    vocab = small_tokenizer().vocab
+    Tokenizer(vocab, segmenter="merges", pattern="cl100k", special_tokens={long: len(vocab)}).save(tmp_path / "special.json")
+    files.append(("polytok", tmp_path / "special.json"))
+    sp = [sp_piece("<unk>", 0.0, 2), sp_piece("a", -1.0), sp_piece(long, 0.0, 4)]
+    (tmp_path / "user-defined.model").write_bytes(sp_model(sp))
+    files.append(("sentencepiece", tmp_path / "user-defined.model"))
+    results = outcomes(files, timeout=60)
+    assert all(outcome == "ok" for outcome, _ in results.values()), results
+    assert polytok.load(tmp_path / "added.json").encode(long, allowed_special="all") == [size]
+    assert polytok.load(tmp_path / "special.json").encode(long, allowed_special="all") == [len(vocab)]
+    assert polytok.load(tmp_path / "user-defined.model").encode(long) == [2]
