@@ -26,12 +26,12 @@ from polytok.lp.bound import lagrangian_budgets, shortest_path_tokens, single_by
 from polytok.lp.graph import TokenisationGraph
 from polytok.lp.relax import check_relax_options, relax_budgets
 from polytok.lp.rounding import check_rounding, round_colours
+from polytok.tokenizer import Tokenizer
 
 
 @dataclass
 class Certificate:
     """A certified lower bound for a budget, and how a tokeniser compares with it."""
-
     bound: float
     budget: int
     covers: str
@@ -52,7 +52,6 @@ class Certificate:
     def from_counts(cls, *, bound: float, tokens: int | None, shortest_path_tokens: int | None,
                     **fields: Any) -> "Certificate":
         """Fills in both gaps from the counts and the bound."""
-
         def gap(count: int | None) -> float | None:
             return None if count is None or bound <= 0 else 100.0 * (count / bound - 1.0)
 
@@ -61,7 +60,6 @@ class Certificate:
 
     def summary(self) -> str:
         """A few lines for people: the bound, what it covers, and both gaps."""
-
         def line(name: str, count: int | None, gap: float | None) -> str:
             return f"{name:>22}: " + ("-" if count is None else f"{count:,} tokens ({gap:+.2f}% over the bound)")
 
@@ -150,7 +148,6 @@ def certify(
 class BudgetRow:
     """One budget of `certify_table`: the certificate of the merge list's first K merges, and
     the shortest-path token count of each ConvexTok rounding of the same relaxation."""
-
     certificate: Certificate
     roundings: dict[str, int]
 
@@ -270,8 +267,6 @@ def stopped_early(status: str) -> bool:
 def prefix_tokenizers(tokenizer: Any, budgets: Sequence[int]) -> list[tuple[int, Any]]:
     """(K, the BPE tokeniser of the first K merges of `tokenizer`) for each budget: the 256
     bytes, then the token each merge makes, encoding by replaying those merges."""
-    from polytok.tokenizer import Tokenizer
-
     merges = getattr(tokenizer, "merges", None)
     if not merges:
         raise ConfigError("budgets= certifies the prefixes of a BPE merge list, and this tokeniser has no merges")

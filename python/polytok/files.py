@@ -12,6 +12,8 @@ import tempfile
 from pathlib import Path
 from typing import IO, Any, Iterator
 
+from polytok.errors import ConfigError, FormatError
+
 
 @contextlib.contextmanager
 def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None = "utf-8") -> Iterator[IO]:
@@ -19,8 +21,6 @@ def atomic_write(path: str | os.PathLike, mode: str = "w", encoding: str | None 
     target = Path(path)
     directory = target.parent
     if not directory.is_dir():
-        from polytok.errors import ConfigError
-
         raise ConfigError(f"cannot write {target}: directory {directory} does not exist")
     handle, temporary = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=directory)
     try:
@@ -87,8 +87,6 @@ def is_finite(number: int | float) -> bool:
 def read_json(path: str | os.PathLike, what: str = "file") -> Any:
     """Parses the JSON file `path` (a `what`, as error messages call it); FormatError names the
     file and where it breaks."""
-    from polytok.errors import FormatError
-
     try:
         data = Path(path).read_bytes()
     except OSError as error:
@@ -142,7 +140,6 @@ _LONE_SURROGATE = re.compile("[\ud800-\udfff]")
 
 class _RepeatedKey(ValueError):
     """A JSON object names the key args[0] twice (json.loads would keep the last silently)."""
-
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     """A JSON object's dict; _RepeatedKey if two of its keys are equal."""

@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any, Mapping, Sequence
 
 from polytok.files import atomic_write
+from polytok.certify import BudgetRow, Certificate
 from polytok.compare import compare, named_tokenizers, render_html
 from polytok.errors import ConfigError, CorpusError, FormatError
 from polytok.metrics import corpus_stats, corpus_stats_of_documents, evaluate, evaluate_documents
@@ -79,8 +80,6 @@ def build_report(
 def _checked_certificates(rows: Any) -> list[dict[str, Any]]:
     """The rows of `polytok certify --budgets ... --json` (a certificate and the roundings' token
     counts per budget), each with its counts as % of the bound; FormatError where they are not."""
-    from polytok.certify import BudgetRow, Certificate
-
     if not isinstance(rows, list) or not rows:
         raise FormatError("certificates: expected a non-empty list of budgets (the JSON that "
                           "polytok certify --budgets ... --json prints)")
@@ -289,7 +288,6 @@ td.cut { text-align: left; font-family: ui-monospace, monospace; white-space: pr
 .sample { font-style: italic; }
 figure { display: inline-block; margin: 0.5em; } img { max-width: 100%; }
 """
-
 
 def _table(header: Sequence[str], rows: Sequence[Sequence[Any]]) -> str:
     head = "".join(f"<th>{html.escape(str(cell))}</th>" for cell in header)

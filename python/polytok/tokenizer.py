@@ -19,7 +19,7 @@ from typing import Any, Literal, TypeVar
 
 import numpy as np
 
-from polytok import _core, healing, offsets
+from polytok import _core, chunking, healing, offsets, streaming
 from polytok.errors import ConfigError, DecodeError, EncodeError, PatternError
 from polytok.pretokenize import PRESETS, resolve_pattern
 from polytok.segmenters import DEFAULT_ALGORITHM, DEFAULT_CACHE_SIZE, SEGMENTERS, build_encoder
@@ -209,32 +209,25 @@ class BaseTokenizer:
         }
 
     # ---- applying a tokeniser: streaming, offsets, truncation, chunking, padding, healing ------
-    # Thin entry points; the logic is in streaming.py, offsets.py, chunking.py and healing.py
-    # (healing and offsets imported up front: they run once per prompt or text in a serving loop).
+    # Thin entry points; the logic is in streaming.py, offsets.py, chunking.py and healing.py.
 
     def _truncated(self, encode: Callable[..., Result], text: str | bytes, max_tokens: int, **options: Any) -> Result:
         """`encode(text, **options)` cut to `max_tokens` (checked first) without splitting a character."""
-        from polytok.chunking import check_max_tokens, truncate
-
-        max_tokens = check_max_tokens(max_tokens)
-        return truncate(self, encode(text, **options), max_tokens)
+        max_tokens = chunking.check_max_tokens(max_tokens)
+        return chunking.truncate(self, encode(text, **options), max_tokens)
 
     def _truncated_batch(
         self, encode_batch: Callable[..., list[list[int]]], texts: Iterable[str | bytes], max_tokens: int,
         num_threads: int | None, **options: Any,
     ) -> list[list[int]]:
         """`encode_batch(texts, num_threads, **options)`, each encoding cut as `_truncated` cuts."""
-        from polytok.chunking import check_max_tokens, truncate
-
-        max_tokens = check_max_tokens(max_tokens)
-        return [truncate(self, ids, max_tokens) for ids in encode_batch(texts, num_threads, **options)]
+        max_tokens = chunking.check_max_tokens(max_tokens)
+        return [chunking.truncate(self, ids, max_tokens) for ids in encode_batch(texts, num_threads, **options)]
 
     def decode_stream(self, batch_size: int | None = None) -> Any:
         """A stream whose `step(id)` returns only complete characters and `flush()` the rest
         (streaming.py); `batch_size` streams stepped together when given."""
-        from polytok.streaming import decode_stream
-
-        return decode_stream(self, batch_size)
+        return streaming.decode_stream(self, batch_size)
 
     def encode_with_offsets(
         self,
@@ -260,10 +253,8 @@ class BaseTokenizer:
     ) -> list[int]:
         """`encode(text)` cut to at most `max_tokens` tokens without splitting a character,
         keeping the start (side="right") or the end (side="left") (chunking.py)."""
-        from polytok.chunking import encode_truncated
-
-        return encode_truncated(self, text, max_tokens, side=side, allowed_special=allowed_special,
-                                disallowed_special=disallowed_special)
+        return chunking.encode_truncated(self, text, max_tokens, side=side, allowed_special=allowed_special,
+                                         disallowed_special=disallowed_special)
 
     def chunk(
         self,
@@ -276,9 +267,7 @@ class BaseTokenizer:
     ) -> list[Any]:
         """`encode(text)` as `Chunk`s of at most `max_tokens` ids overlapping by at most
         `overlap`, each with the span of the text it decodes to (chunking.py)."""
-        from polytok.chunking import chunk
-
-        return chunk(self, text, max_tokens, overlap, allowed_special=allowed_special, disallowed_special=disallowed_special)
+        return chunking.chunk(self, text, max_tokens, overlap, allowed_special=allowed_special, disallowed_special=disallowed_special)
 
     def encode_batch_padded(
         self,
@@ -295,9 +284,7 @@ class BaseTokenizer:
     ) -> Any:
         """The encodings of `texts` as a `PaddedBatch(ids, attention_mask)` of numpy matrices,
         padded on `padding_side`, each truncated to `max_tokens` when given (chunking.py)."""
-        from polytok.chunking import encode_batch_padded
-
-        return encode_batch_padded(
+        return chunking.encode_batch_padded(
             self, texts, max_tokens=max_tokens, pad_id=pad_id, padding_side=padding_side,
             truncation_side=truncation_side, pad_to_multiple_of=pad_to_multiple_of, num_threads=num_threads,
             allowed_special=allowed_special, disallowed_special=disallowed_special,

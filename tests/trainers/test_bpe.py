@@ -2,7 +2,6 @@
 from __future__ import annotations
 
 import sys
-import types
 from collections import Counter
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from hypothesis import strategies as st
 
 import polytok
 import polytok.progress
+import polytok.trainers.bpe
 from polytok import _core
 from polytok.counts import PreTokenCounts
 from polytok.errors import ConfigError, CorpusError
@@ -179,10 +179,8 @@ class RecordingTokenizer:
 
 @pytest.fixture
 def recording_tokenizer(monkeypatch):
-    module = types.ModuleType("polytok.tokenizer")
-    module.Tokenizer = RecordingTokenizer
-    monkeypatch.setitem(sys.modules, "polytok.tokenizer", module)
-    return module
+    monkeypatch.setattr(polytok.trainers.bpe, "Tokenizer", RecordingTokenizer)
+    return RecordingTokenizer
 
 
 def test_train_bpe_builds_a_merges_tokenizer_with_specials_last(recording_tokenizer):

@@ -13,13 +13,13 @@ from polytok.cli.options import (Command, add_corpus_options, add_tokenizer_opti
                                  reader_options)
 from polytok.errors import ConfigError
 from polytok.files import atomic_write
+from polytok.report import plot_gap_vs_budget
 from polytok.tables import format_table
 
 EXAMPLES = """examples:
   polytok certify -t tok.json corpus.txt
   polytok certify -t cl100k.tiktoken --pattern cl100k corpus.txt --json
   polytok certify -t bpe.json corpus.txt --solver dual --budgets 8192,16384,32768,65536"""
-
 
 def add_certify_arguments(parser: argparse.ArgumentParser) -> None:
     """`polytok certify -t FILE CORPUS... [--solver S] [--budgets K,...] [--json]`."""
@@ -72,8 +72,6 @@ def run_certify(args: argparse.Namespace) -> None:
             print(table(rows))
         statuses = [row.certificate.status for row in rows]
         if args.plot is not None:
-            from polytok.report import plot_gap_vs_budget
-
             with atomic_write(args.plot, "wb") as stream:
                 stream.write(plot_gap_vs_budget({row.certificate.budget: row.percentages() for row in rows}))
     if any(stopped_early(status) for status in statuses) and not args.quiet:

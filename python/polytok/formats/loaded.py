@@ -21,6 +21,7 @@ import numpy as np
 
 from polytok import _core
 from polytok.errors import ConfigError, FormatError
+from polytok.offsets import byte_offsets, input_bytes, to_character_offsets
 from polytok.segmenters import merges_encoder
 from polytok.tokenizer import BaseTokenizer, SpecialSet, special_token_error
 
@@ -49,7 +50,6 @@ class Pipeline(abc.ABC):
     """A loaded file's text stages around the core encoder, and its decoder. `kind` names the
     file type in messages ("HF tokenizer.json"); `components` and `lossy` (where the pipeline
     maps different texts to the same ids) are what `info` reports."""
-
     # Whether `save_huggingface` writes the file back (a pipeline read from a tokenizer.json).
     saves_huggingface = False
 
@@ -63,17 +63,14 @@ class Pipeline(abc.ABC):
     def encode(self, encoder: Any, text: str | bytes, split_added: bool = True) -> list[int]:
         """The ids of `text` through the pipeline and the core `encoder`; `split_added=False`
         leaves added-token text to the segmenter."""
-
     @abc.abstractmethod
     def encode_batch(
         self, encoder: Any, texts: list[str | bytes], num_threads: int | None, split_added: bool = True
     ) -> list[list[int]]:
         """`encode` of each text, the core's part in parallel on `num_threads`."""
-
     @abc.abstractmethod
     def decode(self, ids: list[int]) -> str:
         """The text of `ids` as the file's own library decodes it (no tokens skipped)."""
-
     def save_huggingface(self, path: str | Path) -> None:
         """Writes the pipeline as a HF tokenizer.json; only a pipeline read from one can."""
         raise ConfigError(
@@ -95,7 +92,6 @@ class LoadedTokenizer(BaseTokenizer):
     `vocab[i]` is the bytes id i decodes to (added tokens included), `encoder` the core encoder
     the pipeline feeds. What only polytok's own tokenisers offer (sampling, dropout, n-best,
     the polytok file) raises ConfigError."""
-
     def __init__(
         self,
         vocab: list[bytes],
@@ -281,8 +277,6 @@ class LoadedTokenizer(BaseTokenizer):
         input, as `tokenizers` maps it; for a SentencePiece model, the spans `sentencepiece`
         gives (formats/sentencepiece.py). ConfigError for the other files, and where special-token
         text is to be ordinary text (the offsets cut every special token out)."""
-        from polytok.offsets import byte_offsets, input_bytes, to_character_offsets
-
         if self._split_for(allowed_special, disallowed_special, [text], batch=False) is not True:
             allowed, _ = self._special_sets(allowed_special, disallowed_special)
             kept = [content for content in self._special_tokens if content not in allowed]

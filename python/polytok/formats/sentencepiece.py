@@ -24,6 +24,7 @@ from polytok.errors import ConfigError, EncodeError, FormatError
 from polytok.files import write_atomically
 from polytok.formats.huggingface.normalizers import CharsMap
 from polytok.formats.loaded import LoadedTokenizer, Pipeline, build_encoder
+from polytok.tokenizer import Tokenizer
 
 SPACE = "▁"
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
@@ -151,7 +152,6 @@ def read_model(data: bytes, source: str) -> dict[str, Any]:
 
 class SentencePiecePipeline(Pipeline):
     """SentencePiece's normaliser and decoder around polytok's segmenter."""
-
     def __init__(self, spec: dict[str, Any], source: str, *, lossy: list[str], components: dict[str, Any]):
         super().__init__(kind="SentencePiece model", added=[], lossy=lossy, components=components)
         self.spec = spec
@@ -578,8 +578,6 @@ def check_sentencepiece_exportable(tokenizer: Any) -> None:
     SentencePiece could join a character polytok spells in bytes), and a Unigram character
     token must score above its bytes together (SentencePiece never spells a known character in
     bytes)."""
-    from polytok.tokenizer import Tokenizer
-
     if not isinstance(tokenizer, Tokenizer):
         raise ConfigError(f"a tokeniser loaded from a {tokenizer.pipeline.kind} file is written back in its own format; keep the original file")
     if tokenizer.segmenter not in ("merges", "viterbi"):

@@ -7,15 +7,13 @@ Training stops early, with a smaller vocabulary, when no pair occurs `min_freque
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 from polytok import _core, checks
 from polytok.counts import PreTokenCounts
 from polytok.errors import ConfigError, CorpusError
 from polytok.progress import progress_bar
-
-if TYPE_CHECKING:
-    from polytok.tokenizer import Tokenizer
+from polytok.tokenizer import Tokenizer
 
 # How many merges between two progress reports: often enough for a smooth bar, rarely enough
 # that taking the GIL back costs nothing measurable.
@@ -98,8 +96,6 @@ def build_tokenizer(
     training: dict,
 ) -> "Tokenizer":
     """Wrap learned tokens into a `merges` tokeniser; special ids follow the learned tokens."""
-    from polytok.tokenizer import Tokenizer
-
     return Tokenizer(
         vocab,
         segmenter="merges",

@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Iterator
+from typing import Any, Iterator
 
 import numpy as np
 
@@ -18,18 +18,15 @@ from polytok.lp.bound import shortest_path_tokens, single_bytes
 from polytok.lp.graph import TokenisationGraph
 from polytok.lp.relax import Relaxation, check_relax_options, default_initial_colours, relax_budgets
 from polytok.lp.rounding import ROUNDINGS, check_rounding, round_colours
+from polytok.tokenizer import Tokenizer
 
 # ROUNDINGS is re-exported: the rounding names belong to ConvexTok training too.
 __all__ = ["ROUNDINGS", "ConvexFit", "check_options", "fit_convex", "fit_convex_budgets", "train_convex"]
-
-if TYPE_CHECKING:
-    from polytok.tokenizer import Tokenizer
 
 @dataclass
 class ConvexFit:
     """Everything one ConvexTok solve produces: the relaxation, the certified bound and, per
     rounding, the chosen tokens with their shortest-path token count on the training counts."""
-
     relaxation: Relaxation = field(repr=False)
     bound: float
     budget: int
@@ -227,10 +224,7 @@ def train_convex(
 
 
 def _make_tokenizer(vocabulary, pattern, special_tokens, training, certificate):
-    """The one place that constructs a Tokenizer (imported lazily: tokenizer.py is its own
-    module, and this trainer works without it for fitting and certification)."""
-    from polytok.tokenizer import Tokenizer
-
+    """The one place that constructs this trainer's Tokenizer."""
     specials = {token: len(vocabulary) + i for i, token in enumerate(special_tokens)}
     return Tokenizer(
         vocabulary, segmenter="shortest_path", pattern=pattern, special_tokens=specials,

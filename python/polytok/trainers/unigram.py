@@ -10,16 +10,14 @@ For a budget of K pieces, learned pieces take ids 256.. by decreasing score, spe
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 
 from polytok import _core, checks
 from polytok.counts import PreTokenCounts
 from polytok.errors import ConfigError, CorpusError
 from polytok.progress import progress_bar
-
-if TYPE_CHECKING:
-    from polytok.tokenizer import Tokenizer
+from polytok.tokenizer import Tokenizer
 
 
 def check_options(
@@ -104,7 +102,6 @@ def train_unigram(
         "unique_pre_tokens": len(counts),
         "pre_tokens": int(counts.counts.sum(dtype="uint64")),
     }
-    from polytok.tokenizer import Tokenizer
 
     return Tokenizer(
         vocab,

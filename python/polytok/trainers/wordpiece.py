@@ -19,21 +19,18 @@ merged) is the lever that trades the score's purity for compression.
 """
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import Any, Sequence
 
 
 from polytok import _core, checks
 from polytok.counts import PreTokenCounts
 from polytok.errors import ConfigError, CorpusError
 from polytok.progress import progress_bar
-
-if TYPE_CHECKING:
-    from polytok.tokenizer import Tokenizer
+from polytok.tokenizer import Tokenizer
 
 
 CONTINUATION_MARKER = "##"
 """The default continuation marker, BERT's."""
-
 
 def base_size(continuation_marker: str | None) -> int:
     """Tokens every WordPiece vocabulary starts with: 256 bytes, twice with a marker."""
@@ -96,7 +93,6 @@ def train_wordpiece(
         "unique_pre_tokens": len(counts),
         "pre_tokens": int(counts.counts.sum(dtype="uint64")),
     }
-    from polytok.tokenizer import Tokenizer
 
     return Tokenizer(
         vocab,
