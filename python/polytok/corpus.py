@@ -110,8 +110,8 @@ def _cut_pattern(delimiter: bytes) -> re.Pattern[bytes]:
     return re.compile(re.escape(delimiter) + before + after)
 
 
-_LINE_CUT = _cut_pattern(b"\n")
-_SPACE_CUT = _cut_pattern(b" ")
+LINE_CUT = _cut_pattern(b"\n")
+SPACE_CUT = _cut_pattern(b" ")
 
 try:
     from zstandard import ZstdError as _ZstdError
@@ -333,13 +333,13 @@ def read_file(
     kind = _base_suffix(path.name)
     try:
         if kind == ".parquet":
-            yield from _parquet_documents(path, text_column, errors)
+            yield from parquet_documents(path, text_column, errors)
             return
         with _open_binary(path) as stream:
             if kind == ".jsonl":
-                yield from _jsonl_documents(path, stream, text_field, errors)
+                yield from jsonl_documents(path, stream, text_field, errors)
             else:
-                yield from _text_documents(path, stream, errors, as_utf8=as_utf8)
+                yield from text_documents(path, stream, errors, as_utf8=as_utf8)
     except (OSError, EOFError, ValueError, _ZstdError) as error:
         # gzip, zstandard and the file system report corrupt or unreadable input this way.
         raise CorpusError(f"cannot read {str(path)!r}: {error}") from None
@@ -428,16 +428,16 @@ def _last_cut(buffer: bytearray, start: int) -> int:
     """
     # The last window nearly always holds a cut, so the whole buffer is rarely scanned.
     window = max(start, len(buffer) - _CUT_WINDOW)
-    line = _last_match(_LINE_CUT, buffer, window) or _last_match(_LINE_CUT, buffer, start)
+    line = _last_match(LINE_CUT, buffer, window) or _last_match(LINE_CUT, buffer, start)
     if line is not None:
         return line.end()
-    space = _last_match(_SPACE_CUT, buffer, window) or _last_match(_SPACE_CUT, buffer, start)
+    space = _last_match(SPACE_CUT, buffer, window) or _last_match(SPACE_CUT, buffer, start)
     if space is not None:
         return space.start()
     return 0
 
 
-def _text_documents(
+def text_documents(
     path: Path, stream: IO[bytes], errors: str, offset: int = 0, line: int | None = 1, as_utf8: bool = False
 ) -> Iterator[str | bytes]:
     """Plain text as documents of whole lines, about CHUNK_BYTES each (see the module docstring);
@@ -481,120 +481,13 @@ def is_plain_text(path: Path) -> bool:
     return _base_suffix(path.name) not in (".jsonl", ".parquet")
 
 
-def is_splittable(path: Path) -> bool:
-    """Whether a part of `path` can be read alone: an uncompressed plain-text file (`next_cut`,
-    `read_text_span`), .jsonl file (`next_line_start`, `read_jsonl_span`) or .parquet file (by
-    row group: `parquet_row_group_sizes`, `read_parquet_row_groups`)."""
-    return path.suffix.lower() not in COMPRESSED_SUFFIXES
-
-
 def file_format(path: Path) -> str:
     """How `path` is read: "jsonl", "parquet" or "text" (see the module docstring)."""
     kind = _base_suffix(path.name)
     return kind[1:] if kind in (".jsonl", ".parquet") else "text"
 
 
-def next_line_start(path: Path, position: int) -> int | None:
-    """The first byte at or after `position` of `path` that starts a line (0, or one just after a
-    line break); None if no line starts there before the end of the file."""
-    if position <= 0:
-        return 0
-    try:
-        with open(path, "rb") as stream:
-            stream.seek(position - 1)
-            base = position - 1
-            while block := stream.read(CHUNK_BYTES):
-                found = block.find(b"\n")
-                if found >= 0:
-                    return base + found + 1
-                base += len(block)
-    except OSError as error:
-        raise CorpusError(f"cannot read {str(path)!r}: {error}") from None
-    return None
-
-
-def read_jsonl_span(path: Path, start: int, stop: int, text_field: str = "text", errors: str = "strict") -> Iterator[str | bytes]:
-    """The documents of the lines in bytes [start, stop) of the uncompressed .jsonl file `path`,
-    where start and stop are 0, cuts from `next_line_start` or the file's end. Errors name the
-    line by its byte offset in the file (its number is not known without reading from the start)."""
-    checks.error_mode(errors)
-    try:
-        with open(path, "rb") as stream:
-            stream.seek(start)
-            yield from _jsonl_documents(path, _Bounded(stream, stop - start), text_field, errors, start, 1 if start == 0 else None)
-    except OSError as error:
-        raise CorpusError(f"cannot read {str(path)!r}: {error}") from None
-
-
-def parquet_row_group_sizes(path: Path) -> list[int]:
-    """The bytes on disk of each row group of the uncompressed Parquet file `path`."""
-    pyarrow = _pyarrow(path)
-    try:
-        metadata = pyarrow.parquet.ParquetFile(str(path)).metadata
-    except (OSError, pyarrow.ArrowException) as error:
-        raise CorpusError(f"cannot read {str(path)!r} as Parquet: {error}") from None
-    return [
-        sum(group.column(index).total_compressed_size for index in range(group.num_columns))
-        for group in map(metadata.row_group, range(metadata.num_row_groups))
-    ]
-
-
-def read_parquet_row_groups(
-    path: Path, first: int, stop: int, text_column: str = "text", errors: str = "strict"
-) -> Iterator[str | bytes]:
-    """The documents of row groups [first, stop) of the uncompressed Parquet file `path`."""
-    checks.error_mode(errors)
-    try:
-        yield from _parquet_documents(path, text_column, errors, range(first, stop))
-    except OSError as error:
-        raise CorpusError(f"cannot read {str(path)!r}: {error}") from None
-
-
-def next_cut(path: Path, position: int) -> int | None:
-    """The first place at or after byte `position` of the plain-text file `path` where a document
-    may end (a cut between lines, else at a single space, as the reader cuts; see the module
-    docstring), searched for up to LAST_RESORT_CHUNKS chunks on; None if there is none there."""
-    # The lookbehinds see a few bytes before the window; the lookaheads need 3 bytes after a cut.
-    margin = 8
-    start = max(0, position - margin)
-    try:
-        with open(path, "rb") as stream:
-            for window in range(LAST_RESORT_CHUNKS):
-                base = start + window * CHUNK_BYTES
-                stream.seek(base)
-                buffer = stream.read(CHUNK_BYTES + 2 * margin)
-                skip = max(0, position - base)
-                line = _LINE_CUT.search(buffer, skip)
-                if line is not None and line.end() + 3 <= len(buffer):
-                    return base + line.end()
-                space = _SPACE_CUT.search(buffer, skip)
-                if space is not None and space.end() + 3 <= len(buffer):
-                    return base + space.start()
-                if len(buffer) < CHUNK_BYTES + 2 * margin:
-                    return None  # the end of the file
-    except OSError as error:
-        raise CorpusError(f"cannot read {str(path)!r}: {error}") from None
-    return None
-
-
-def read_text_span(
-    path: Path, start: int, stop: int, errors: str = "strict", as_utf8: bool = False
-) -> Iterator[str | bytes]:
-    """The documents of bytes [start, stop) of the plain-text file `path`, where start and stop
-    are 0, cuts from `next_cut` or the file's end: together the spans of a file hold exactly the
-    pre-tokens of the whole file. Invalid UTF-8 is reported at its byte offset in the file;
-    as_utf8: as `iter_documents` says."""
-    checks.error_mode(errors)
-    try:
-        with open(path, "rb") as stream:
-            stream.seek(start)
-            span = _Bounded(stream, stop - start)
-            yield from _text_documents(path, span, errors, offset=start, line=1 if start == 0 else None, as_utf8=as_utf8)
-    except OSError as error:
-        raise CorpusError(f"cannot read {str(path)!r}: {error}") from None
-
-
-class _Bounded:
+class BoundedStream:
     """The next `size` bytes of a binary stream, as a stream of its own (reading only)."""
 
     def __init__(self, stream: IO[bytes], size: int):
@@ -612,8 +505,8 @@ class _Bounded:
             yield line
 
 
-def _jsonl_documents(
-    path: Path, stream: IO[bytes] | _Bounded, field: str, errors: str, offset: int = 0, line: int | None = 1
+def jsonl_documents(
+    path: Path, stream: IO[bytes] | BoundedStream, field: str, errors: str, offset: int = 0, line: int | None = 1
 ) -> Iterator[str | bytes]:
     """The `field` string of each JSON line; blank lines are skipped. The stream starts at byte
     `offset`, line `line` of the file (None: not known, so errors name the line's byte offset)."""
@@ -638,7 +531,7 @@ def _jsonl_documents(
         offset += len(raw)
 
 
-def _pyarrow(path: Path) -> Any:
+def load_pyarrow(path: Path) -> Any:
     """The pyarrow module with pyarrow.parquet loaded; CorpusError naming `path` if it is missing."""
     try:
         import pyarrow
@@ -650,10 +543,10 @@ def _pyarrow(path: Path) -> Any:
     return pyarrow
 
 
-def _parquet_documents(path: Path, column: str, errors: str, row_groups: range | None = None) -> Iterator[str | bytes]:
+def parquet_documents(path: Path, column: str, errors: str, row_groups: range | None = None) -> Iterator[str | bytes]:
     """The `column` values of a Parquet file (of `row_groups` only, if given), read one record
     batch at a time."""
-    pyarrow = _pyarrow(path)
+    pyarrow = load_pyarrow(path)
     with _seekable(path) as local:
         try:
             parquet = pyarrow.parquet.ParquetFile(local)

@@ -4,7 +4,7 @@ counts into one Rust counter as they come in (see `_count_and_add`), so that mem
 the counts, not the corpus.
 
 A shard is a list of spans: whole files, or parts of a large file: of plain text, cut where the
-corpus reader would cut a document (`polytok.corpus.next_cut`); of .jsonl, between lines; of
+corpus reader would cut a document (`polytok.file_parts.next_cut`); of .jsonl, between lines; of
 .parquet, between row groups. So the spans of a file hold exactly its pre-tokens. Counts add
 exactly, so the result is byte-identical to the local count whatever the number of workers, shards
 or retries.
@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from polytok import checks, corpus
+from polytok import checks, corpus, file_parts
 from polytok.corpus import Source, texts
 from polytok.counts import PreTokenCounts, count_local, make_counter, nothing_counted
 from polytok.errors import ClusterError, ConfigError, CorpusError, Error
@@ -83,7 +83,7 @@ def plan_shards(files: list[Path], shard_bytes: int) -> list[list[Span]]:
     spans: list[Span] = []
     for path in files:
         size = _file_size(path)
-        parts = _file_spans(path, size, shard_bytes) if size > shard_bytes and corpus.is_splittable(path) else []
+        parts = _file_spans(path, size, shard_bytes) if size > shard_bytes and file_parts.is_splittable(path) else []
         spans += parts if len(parts) > 1 else [Span(str(path), 0, None, size)]
     shards: list[list[Span]] = []
     filled = 0
@@ -101,14 +101,14 @@ def _file_spans(path: Path, size: int, shard_bytes: int) -> list[Span]:
     spans: list[Span] = []
     if corpus.file_format(path) == "parquet":
         first = filled = 0
-        groups = corpus.parquet_row_group_sizes(path)
+        groups = file_parts.parquet_row_group_sizes(path)
         for index, group in enumerate(groups):
             filled += group
             if filled >= shard_bytes or index == len(groups) - 1:
                 spans.append(Span(str(path), first, index + 1, filled))
                 first, filled = index + 1, 0
         return spans
-    next_cut = corpus.next_line_start if corpus.file_format(path) == "jsonl" else corpus.next_cut
+    next_cut = file_parts.next_line_start if corpus.file_format(path) == "jsonl" else file_parts.next_cut
     start = 0
     while start < size:
         cut = next_cut(path, start + shard_bytes) if start + shard_bytes < size else None
@@ -285,10 +285,10 @@ def _span_documents(span: Span, options: dict[str, str]) -> Iterator[str | bytes
     if span.stop is None:
         return corpus.read_file(path, **options, as_utf8=True)
     if corpus.file_format(path) == "parquet":
-        return corpus.read_parquet_row_groups(path, span.start, span.stop, options["text_column"], options["errors"])
+        return file_parts.read_parquet_row_groups(path, span.start, span.stop, options["text_column"], options["errors"])
     if corpus.file_format(path) == "jsonl":
-        return corpus.read_jsonl_span(path, span.start, span.stop, options["text_field"], options["errors"])
-    return corpus.read_text_span(path, span.start, span.stop, options["errors"], as_utf8=True)
+        return file_parts.read_jsonl_span(path, span.start, span.stop, options["text_field"], options["errors"])
+    return file_parts.read_text_span(path, span.start, span.stop, options["errors"], as_utf8=True)
 
 
 @contextlib.contextmanager

@@ -13,6 +13,7 @@ import json
 
 import polytok
 from polytok import corpus
+from polytok.file_parts import read_text_span
 from polytok.distributed import Span, _span_documents, count_on_ray, plan_shards, shard_size
 from polytok.errors import ConfigError, CorpusError, PatternError
 
@@ -141,7 +142,7 @@ def test_invalid_utf8_in_a_later_span_names_its_offset_in_the_file(tmp_path):
     bad = next(span for span in spans if span.start <= len(good) + 3 < span.stop)
     assert bad.start > 0
     with pytest.raises(CorpusError, match=rf"{path}.*invalid UTF-8 at byte offset {len(good) + 3};"):
-        list(corpus.read_text_span(path, bad.start, bad.stop))
+        list(read_text_span(path, bad.start, bad.stop))
 
 
 def test_shard_size_gives_a_few_shards_per_cpu_within_bounds():
