@@ -132,7 +132,7 @@ def main() -> None:
         prompt_tokens = sum(map(len, prompt_ids))
         rows.append((f"encode + heal + tokens_starting_with, {label} prompts", *paired(args.repeats, encode_prompts, encode_and_heal),
                      prompt_tokens))
-        rows.append((f"  heal + tokens_starting_with alone (the ids given)", *paired(args.repeats, encode_prompts, heal_only),
+        rows.append(("  heal + tokens_starting_with alone (the ids given)", *paired(args.repeats, encode_prompts, heal_only),
                      prompt_tokens))
         print(f"{label} prompts: {prompt_tokens / len(prompt_ids):.0f} tokens each on average")
 

@@ -58,8 +58,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from polytok.formats.sentencepiece import _encode_varint as encode_varint
-from polytok.formats.sentencepiece import _varint
+from polytok.formats.sentencepiece import proto
+from polytok.formats.sentencepiece.proto import encode_varint
 
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data"
@@ -498,7 +498,7 @@ def charsmap_mutant(blob: bytes, rng: random.Random) -> tuple[bytes, str]:
 
 def read_varint(data: bytes, at: int) -> tuple[int, int]:
     """The protobuf number at `at` of a seed (the reader's own parser) and where it ends."""
-    return _varint(data, at, "seed")
+    return proto.read_varint(data, at, "seed")
 
 
 # fields of ModelProto that are messages: pieces, trainer_spec, normalizer_spec, self_test_data, denormalizer_spec

@@ -1,7 +1,6 @@
 """The shortest-path segmenter: fewest tokens, the documented tie-break, any bytes."""
 import functools
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st

@@ -304,7 +304,7 @@ class BaseTokenizer:
 
     def save_sentencepiece(self, path: str | Path) -> None:
         """Writes a SentencePiece `.model` with the same ids (BPE or Unigram without a
-        pre-tokenisation pattern; ConfigError says why otherwise) (formats/sentencepiece.py)."""
+        pre-tokenisation pattern; ConfigError says why otherwise) (formats/sentencepiece/write.py)."""
         from polytok.formats.sentencepiece import save_sentencepiece
 
         save_sentencepiece(self, path)

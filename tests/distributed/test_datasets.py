@@ -60,7 +60,7 @@ def read_shards(output: Path) -> list[np.ndarray]:
 
 
 def test_encoded_shards_hold_every_document_once_between_its_separators(cluster, tokenizer_file, tmp_path):
-    inputs = write_inputs(tmp_path / "in")
+    write_inputs(tmp_path / "in")
     output = tmp_path / "out"
     output.mkdir()
     index = encode_dataset(tmp_path / "in", tokenizer_file, output, prepend="<|bos|>", append="<|endoftext|>", progress=False)
@@ -79,7 +79,7 @@ def test_encoded_shards_hold_every_document_once_between_its_separators(cluster,
 
 
 def test_a_rerun_after_a_killed_worker_encodes_only_the_unfinished_shard(cluster, tokenizer_file, tmp_path):
-    inputs = write_inputs(tmp_path / "in")
+    write_inputs(tmp_path / "in")
     output = tmp_path / "out"
     output.mkdir()
     fifo = Fifo(tmp_path / "in" / "e.txt")  # sorted last: shard 4

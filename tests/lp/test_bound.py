@@ -5,7 +5,6 @@ import random
 
 import numpy as np
 import pytest
-import scipy.sparse
 
 from polytok.counts import PreTokenCounts
 from polytok.lp.bound import certify_on_full_graph, lagrangian, matrix_bound, top_k

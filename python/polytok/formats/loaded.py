@@ -275,7 +275,7 @@ class LoadedTokenizer(BaseTokenizer):
         (formats/huggingface/spans.py) maps back through the pre-tokeniser's and the
         normaliser's alignment (formats/huggingface/alignment.py) to whole characters of the
         input, as `tokenizers` maps it; for a SentencePiece model, the spans `sentencepiece`
-        gives (formats/sentencepiece.py). ConfigError for the other files, and where special-token
+        gives (formats/sentencepiece/read.py). ConfigError for the other files, and where special-token
         text is to be ordinary text (the offsets cut every special token out)."""
         if self._split_for(allowed_special, disallowed_special, [text], batch=False) is not True:
             allowed, _ = self._special_sets(allowed_special, disallowed_special)

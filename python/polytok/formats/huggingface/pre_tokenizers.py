@@ -14,7 +14,7 @@ import regex
 
 from polytok.errors import FormatError
 from polytok.formats.huggingface.nodes import (
-    Fail, char_field, compile_pattern, list_field, regex_timed_out, regex_timeout, shown, text_field, type_of,
+    Fail, char_field, compile_pattern, list_field, regex_timed_out, regex_timeout, shown, type_of,
 )
 from polytok.formats.huggingface.unicode_tables import BERT_PUNCTUATION_ADDED, BERT_PUNCTUATION_REMOVED
 

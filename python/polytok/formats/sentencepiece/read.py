@@ -1,15 +1,5 @@
-"""SentencePiece `.model` files (BPE and Unigram), read and written without the sentencepiece
-package: a small protobuf wire-format reader takes the fields of sentencepiece_model.proto that
-encoding needs, and a writer produces them for the polytok tokenisers the format can hold
-(`check_sentencepiece_exportable` says which, and why).
-
-Encoding follows SentencePiece exactly: its normaliser (the precompiled charsmap, longest rule
-first; whitespace removal; `▁` for spaces; the dummy prefix), user-defined pieces kept whole,
-then BPE by piece score or Unigram's Viterbi, and unknown pieces as their bytes when the model
-has byte fallback. Decoding follows its decoder too (control pieces vanish, `<unk>` shows as
-" ⁇ ", the dummy prefix space goes). Offsets replay the normaliser in Python with
-SentencePiece's alignment and give each piece the span the library gives it.
-"""
+"""Reading a SentencePiece `.model`: its ModelProto fields, and the pipeline that encodes and
+decodes exactly as SentencePiece does (see the package docstring)."""
 from __future__ import annotations
 
 import re
@@ -20,11 +10,10 @@ from typing import Any
 import numpy as np
 
 from polytok import _core
-from polytok.errors import ConfigError, EncodeError, FormatError
-from polytok.files import write_atomically
+from polytok.errors import EncodeError, FormatError
 from polytok.formats.huggingface.normalizers import CharsMap
 from polytok.formats.loaded import LoadedTokenizer, Pipeline, build_encoder
-from polytok.tokenizer import Tokenizer
+from polytok.formats.sentencepiece.proto import bytes_value, int_value, last_value, parse_message, text_value
 
 SPACE = "▁"
 NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE = 1, 2, 3, 4, 5, 6
@@ -32,75 +21,6 @@ UNIGRAM, BPE = 1, 2
 MODEL_TYPES = {1: "unigram", 2: "bpe", 3: "word", 4: "char"}
 # A BYTE piece's spelling: "<0x", two upper-case hex digits, ">".
 _BYTE_PIECE = re.compile(r"<0x[0-9A-F]{2}>")
-
-
-# ---- protobuf wire format ------------------------------------------------------------------
-
-def _varint(data: bytes, at: int, source: str) -> tuple[int, int]:
-    value = shift = 0
-    while True:
-        if at >= len(data):
-            raise FormatError(f"{source}: the protobuf data ends inside a number; the file is truncated")
-        byte = data[at]
-        at += 1
-        value |= (byte & 0x7F) << shift
-        if byte < 0x80:
-            return value, at
-        shift += 7
-        if shift > 63:
-            raise FormatError(f"{source}: a protobuf number is longer than 10 bytes; the file is corrupt")
-
-
-def parse_message(data: bytes, source: str) -> dict[int, list[Any]]:
-    """Field number -> values in order: ints for varint fields, bytes for length-delimited ones,
-    4- and 8-byte fields as raw bytes."""
-    fields: dict[int, list[Any]] = {}
-    at = 0
-    while at < len(data):
-        key, at = _varint(data, at, source)
-        number, wire = key >> 3, key & 7
-        if number == 0:
-            raise FormatError(f"{source}: protobuf field number 0 at byte {at}; the file is not a SentencePiece model")
-        if wire == 0:
-            value, at = _varint(data, at, source)
-        elif wire == 1:
-            value, at = data[at : at + 8], at + 8
-        elif wire == 2:
-            length, at = _varint(data, at, source)
-            value, at = data[at : at + length], at + length
-        elif wire == 5:
-            value, at = data[at : at + 4], at + 4
-        else:
-            raise FormatError(f"{source}: protobuf wire type {wire} (field {number}) is not valid; the file is corrupt")
-        if at > len(data):
-            raise FormatError(f"{source}: field {number} runs past the end of the data; the file is truncated")
-        fields.setdefault(number, []).append(value)
-    return fields
-
-
-def _last(fields: dict[int, list[Any]], number: int, default: Any) -> Any:
-    return fields[number][-1] if number in fields else default
-
-
-def _text(value: Any, field: str, source: str) -> str:
-    try:
-        return _bytes(value, field, source).decode("utf-8")
-    except UnicodeDecodeError:
-        raise FormatError(f"{source}: {field} is not UTF-8 text") from None
-
-
-def _bytes(value: Any, field: str, source: str) -> bytes:
-    """A length-delimited field's bytes; FormatError for a field of another wire type."""
-    if not isinstance(value, bytes):
-        raise FormatError(f"{source}: {field} is not a length-delimited field (protobuf wire type 2)")
-    return value
-
-
-def _int(value: Any, field: str, source: str) -> int:
-    """A varint field's value; FormatError for a field of another wire type."""
-    if not isinstance(value, int):
-        raise FormatError(f"{source}: {field} is not a number (protobuf wire type 0)")
-    return value
 
 
 def read_model(data: bytes, source: str) -> dict[str, Any]:
@@ -114,11 +34,11 @@ def read_model(data: bytes, source: str) -> dict[str, Any]:
         if not isinstance(raw, bytes):
             raise FormatError(f"{source}: pieces[{index}] is not a message")
         fields = parse_message(raw, f"{source} pieces[{index}]")
-        piece = _text(_last(fields, 1, b""), f"pieces[{index}].piece", source)
-        score_raw = _last(fields, 2, b"\0\0\0\0")
+        piece = text_value(last_value(fields, 1, b""), f"pieces[{index}].piece", source)
+        score_raw = last_value(fields, 2, b"\0\0\0\0")
         if not isinstance(score_raw, bytes) or len(score_raw) != 4:
             raise FormatError(f"{source}: pieces[{index}].score is not a 32-bit float")
-        kind = _int(_last(fields, 3, NORMAL), f"pieces[{index}].type", source)
+        kind = int_value(last_value(fields, 3, NORMAL), f"pieces[{index}].type", source)
         if kind not in (NORMAL, UNKNOWN, CONTROL, USER_DEFINED, UNUSED, BYTE):
             raise FormatError(f"{source}: pieces[{index}].type is {kind}, not a SentencePiece piece type")
         if not piece:
@@ -127,21 +47,21 @@ def read_model(data: bytes, source: str) -> dict[str, Any]:
             raise FormatError(f"{source}: pieces[{index}].piece {piece[:80]!r} is also pieces[{first_index[piece]}]")
         first_index[piece] = index
         pieces.append((piece, struct.unpack("<f", score_raw)[0], kind))
-    trainer = parse_message(_bytes(_last(model, 2, b""), "trainer_spec", source), f"{source} trainer_spec")
-    normalizer = parse_message(_bytes(_last(model, 3, b""), "normalizer_spec", source), f"{source} normalizer_spec")
-    unk_surface = _last(trainer, 44, None)
+    trainer = parse_message(bytes_value(last_value(model, 2, b""), "trainer_spec", source), f"{source} trainer_spec")
+    normalizer = parse_message(bytes_value(last_value(model, 3, b""), "normalizer_spec", source), f"{source} normalizer_spec")
+    unk_surface = last_value(trainer, 44, None)
 
     def flag(fields: dict[int, list[Any]], number: int, default: int, name: str) -> bool:
-        return bool(_int(_last(fields, number, default), name, source))
+        return bool(int_value(last_value(fields, number, default), name, source))
 
     return {
         "pieces": pieces,
-        "model_type": _int(_last(trainer, 3, UNIGRAM), "trainer_spec.model_type", source),
+        "model_type": int_value(last_value(trainer, 3, UNIGRAM), "trainer_spec.model_type", source),
         "byte_fallback": flag(trainer, 35, 0, "trainer_spec.byte_fallback"),
         "treat_whitespace_as_suffix": flag(trainer, 24, 0, "trainer_spec.treat_whitespace_as_suffix"),
-        "unk_surface": " \u2047 " if unk_surface is None else _text(unk_surface, "trainer_spec.unk_surface", source),
-        "normalizer_name": _text(_last(normalizer, 1, b""), "normalizer_spec.name", source),
-        "precompiled_charsmap": _bytes(_last(normalizer, 2, b""), "normalizer_spec.precompiled_charsmap", source),
+        "unk_surface": " \u2047 " if unk_surface is None else text_value(unk_surface, "trainer_spec.unk_surface", source),
+        "normalizer_name": text_value(last_value(normalizer, 1, b""), "normalizer_spec.name", source),
+        "precompiled_charsmap": bytes_value(last_value(normalizer, 2, b""), "normalizer_spec.precompiled_charsmap", source),
         "add_dummy_prefix": flag(normalizer, 3, 1, "normalizer_spec.add_dummy_prefix"),
         "remove_extra_whitespaces": flag(normalizer, 4, 1, "normalizer_spec.remove_extra_whitespaces"),
         "escape_whitespaces": flag(normalizer, 5, 1, "normalizer_spec.escape_whitespaces"),
@@ -522,159 +442,3 @@ def tokenizer_from_sentencepiece(data: bytes, source: str) -> LoadedTokenizer:
     pipeline = SentencePiecePipeline(spec, source, lossy=lossy, components=components)
     encoder = build_encoder(segmenter, arguments, source)
     return LoadedTokenizer(vocab, pipeline, encoder, algorithm=algorithm, segmenter=segmenter)
-
-
-# ---- writing ---------------------------------------------------------------------------------
-
-def _key(number: int, wire: int) -> bytes:
-    return _encode_varint(number << 3 | wire)
-
-
-def _encode_varint(value: int) -> bytes:
-    value &= (1 << 64) - 1  # negative int32 fields are ten-byte two's complement
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
-def _field_bytes(number: int, data: bytes) -> bytes:
-    return _key(number, 2) + _encode_varint(len(data)) + data
-
-
-def _field_int(number: int, value: int) -> bytes:
-    return _key(number, 0) + _encode_varint(value)
-
-
-def _field_float(number: int, value: float) -> bytes:
-    return _key(number, 5) + struct.pack("<f", value)
-
-
-def _piece(text: str, score: float, kind: int) -> bytes:
-    return _field_bytes(1, text.encode("utf-8")) + _field_float(2, score) + _field_int(3, kind)
-
-
-def _whole_characters(token: bytes) -> str | None:
-    try:
-        return token.decode("utf-8")
-    except UnicodeDecodeError:
-        return None
-
-
-def check_sentencepiece_exportable(tokenizer: Any) -> None:
-    """ConfigError saying why `tokenizer` cannot be a SentencePiece model with the same ids.
-
-    SentencePiece runs BPE (joining the adjacent pair whose join is the piece of highest score:
-    tiktoken's rank rule) or Unigram (Viterbi) over the whole text, character by character, and
-    spells unknown characters as byte pieces. So the tokeniser must be BPE (`merges`) or Unigram
-    (`viterbi`) without a pre-tokenisation pattern (SentencePiece has no regex split: its pieces
-    could cross pre-token boundaries), every token longer than one byte must be whole UTF-8
-    characters (pieces are text), every character inside a token must be a token itself (else
-    SentencePiece could join a character polytok spells in bytes), and a Unigram character
-    token must score above its bytes together (SentencePiece never spells a known character in
-    bytes)."""
-    if not isinstance(tokenizer, Tokenizer):
-        raise ConfigError(f"a tokeniser loaded from a {tokenizer.pipeline.kind} file is written back in its own format; keep the original file")
-    if tokenizer.segmenter not in ("merges", "viterbi"):
-        why = {
-            "longest_match": "SentencePiece has no greedy longest-match (WordPiece) model",
-            "shortest_path": "SentencePiece's Unigram can count tokens but does not break ties as the fewest-tokens segmenter does",
-        }.get(tokenizer.segmenter, "SentencePiece models are BPE or Unigram")
-        raise ConfigError(f"a SentencePiece model cannot reproduce the {tokenizer.segmenter!r} segmenter: {why}")
-    if tokenizer.pattern is not None:
-        raise ConfigError(
-            "a SentencePiece model has no pre-tokenisation regex, so its pieces may cross the pre-token boundaries this "
-            "tokeniser never crosses; only tokenisers trained with pattern=None can be written as one"
-        )
-    seen: dict[bytes, int] = {}
-    characters: set[str] = set()
-    for token_id, token in enumerate(tokenizer.vocab):
-        if token in seen:
-            raise ConfigError(f"tokens {seen[token]} and {token_id} are both {token!r}; SentencePiece pieces must be distinct")
-        seen[token] = token_id
-        if len(token) > 1:
-            text = _whole_characters(token)
-            if text is None:
-                raise ConfigError(
-                    f"token {token_id} {token!r} holds part of a character; SentencePiece pieces are whole characters "
-                    "(only single bytes can be byte pieces)"
-                )
-            characters.update(text)
-    for character in sorted(characters):
-        if character.encode("utf-8") not in seen:
-            raise ConfigError(
-                f"the character {character!r} occurs in tokens but is no token itself; SentencePiece would join it into "
-                "those tokens where polytok spells it in bytes"
-            )
-    if tokenizer.segmenter == "viterbi":
-        if "\0" in characters:
-            raise ConfigError(
-                "a token holds the NUL character; SentencePiece treats NUL as unknown, scored unlike polytok's NUL token"
-            )
-        scores = tokenizer.scores
-        for character in sorted(characters):
-            data = character.encode("utf-8")
-            if len(data) > 1 and scores[seen[data]] <= sum(scores[byte] for byte in data):
-                raise ConfigError(
-                    f"token {seen[data]} {character!r} scores no more than its bytes together, so polytok may spell it in "
-                    "bytes where SentencePiece never does"
-                )
-
-
-def sentencepiece_model(tokenizer: Any) -> bytes:
-    """The serialised ModelProto of `tokenizer` (see `check_sentencepiece_exportable`): one piece
-    per id in id order (special tokens as user-defined pieces), then the unknown piece
-    SentencePiece requires, which byte fallback never emits, then for Unigram the byte pieces of
-    the ASCII characters (byte fallback requires all 256)."""
-    check_sentencepiece_exportable(tokenizer)
-    unigram = tokenizer.segmenter == "viterbi"
-    pieces = []
-    extra_bytes = []
-    for token_id, token in enumerate(tokenizer.vocab):
-        if len(token) == 1 and (not unigram or token[0] >= 0x80 or token[0] == 0):
-            # BPE spells every lone byte as a byte piece: SentencePiece's BPE joins pieces by
-            # their text, whatever its parts, and byte fallback gives a lone byte its id.
-            pieces.append(_piece(f"<0x{token[0]:02X}>", 0.0, BYTE))
-        else:
-            # Unigram needs ASCII characters as scored pieces (an unknown one would take the
-            # unknown piece's score); their byte pieces, which byte fallback requires to exist,
-            # come after every polytok id and are never used.
-            score = float(tokenizer.scores[token_id]) if unigram else -float(token_id)
-            pieces.append(_piece(token.decode("utf-8"), score, NORMAL))
-            if len(token) == 1:
-                extra_bytes.append(_piece(f"<0x{token[0]:02X}>", 0.0, BYTE))
-    by_id = {token_id: text for text, token_id in tokenizer.special_tokens.items()}
-    if sorted(by_id) != list(range(len(tokenizer.vocab), len(tokenizer.vocab) + len(by_id))):
-        raise ConfigError("special ids must follow the ordinary ids without gaps to be SentencePiece pieces")
-    pieces.extend(_piece(by_id[token_id], 0.0, USER_DEFINED) for token_id in sorted(by_id))
-    unk_id = len(pieces)
-    pieces.append(_piece("<unk>", 0.0, UNKNOWN))
-    pieces.extend(extra_bytes)
-    trainer = (
-        _field_int(3, UNIGRAM if unigram else BPE)
-        + _field_int(4, len(pieces))
-        + _field_int(35, 1)  # byte_fallback
-        + _field_int(40, unk_id)
-        + _field_int(41, -1)  # no bos
-        + _field_int(42, -1)  # no eos
-        + _field_int(43, -1)  # no pad
-    )
-    normalizer = (
-        _field_bytes(1, b"identity")
-        + _field_int(3, 0)  # add_dummy_prefix
-        + _field_int(4, 0)  # remove_extra_whitespaces
-        + _field_int(5, 0)  # escape_whitespaces
-    )
-    return b"".join(_field_bytes(1, piece) for piece in pieces) + _field_bytes(2, trainer) + _field_bytes(3, normalizer)
-
-
-def save_sentencepiece(tokenizer: Any, path: str | Path) -> None:
-    """Writes `tokenizer` as a SentencePiece `.model` that encodes to its ids (special-token
-    text recognised, as `encode(text, allowed_special="all")`), atomically; ConfigError, and no
-    file, when the format cannot hold it."""
-    write_atomically(path, sentencepiece_model(tokenizer))
