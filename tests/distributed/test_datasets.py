@@ -60,7 +60,7 @@ def read_shards(output: Path) -> list[np.ndarray]:
 
 
 def test_encoded_shards_hold_every_document_once_between_its_separators(cluster, tokenizer_file, tmp_path):
-    write_inputs(tmp_path / "in")
+    inputs = write_inputs(tmp_path / "in")
     output = tmp_path / "out"
     output.mkdir()
     index = encode_dataset(tmp_path / "in", tokenizer_file, output, prepend="<|bos|>", append="<|endoftext|>", progress=False)
