@@ -86,13 +86,13 @@ def _function_level_imports(body: list[ast.stmt], in_function: bool = False):
 # "cycle": the import closes a cycle that cannot be cut (the graph test allows cycles only through
 # these). "optional": the target imports an optional dependency (torch, matplotlib) at its own
 # module level, so importing it eagerly would make polytok need that dependency.
-FORMATS_BUILD_TOKENIZERS = ("cycle", "Tokenizer's save and load methods call formats, whose readers build Tokenizers")
+FORMATS_BUILD_TOKENIZERS = ("cycle", "the tokenisers' save and export methods call formats, whose readers build tokenisers")
 LAZY_IMPORTS: dict[tuple[str, str], tuple[str, str]] = {
     ("polytok.tokenizer", "polytok.formats.polytok"): FORMATS_BUILD_TOKENIZERS,
     ("polytok.tokenizer", "polytok.formats.tiktoken"): FORMATS_BUILD_TOKENIZERS,
     ("polytok.tokenizer", "polytok.formats.huggingface"): FORMATS_BUILD_TOKENIZERS,
-    ("polytok.tokenizer", "polytok.formats.sentencepiece"): FORMATS_BUILD_TOKENIZERS,
-    ("polytok.tokenizer", "polytok.formats.transformers"): FORMATS_BUILD_TOKENIZERS,
+    ("polytok.base_tokenizer", "polytok.formats.sentencepiece"): FORMATS_BUILD_TOKENIZERS,
+    ("polytok.base_tokenizer", "polytok.formats.transformers"): FORMATS_BUILD_TOKENIZERS,
     ("polytok.lm", "polytok.lm.train"): ("optional", "lm.train imports torch"),
     ("polytok.lm", "polytok.lm.data"): ("optional", "lm.data imports torch"),
     ("polytok.cli.lm", "polytok.lm"): ("optional", "the lm commands need torch; the others must not"),

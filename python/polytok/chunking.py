@@ -28,7 +28,7 @@ from polytok.token_index import token_index
 if TYPE_CHECKING:
     from collections.abc import Iterable
 
-    from polytok.tokenizer import BaseTokenizer, SpecialSet
+    from polytok.base_tokenizer import BaseTokenizer, SpecialSet
 
 Side = Literal["left", "right"]
 

@@ -35,7 +35,7 @@ from polytok.pretokenize import PRESETS
 from polytok.token_index import TokenIndex, as_id_array, token_index
 
 if TYPE_CHECKING:
-    from polytok.tokenizer import BaseTokenizer
+    from polytok.base_tokenizer import BaseTokenizer
 
 # Continuations that exercise each alternative of the preset patterns: contractions ('s 'll
 # 've 're), runs of letters of each case, digit groups, whitespace runs and line ends,

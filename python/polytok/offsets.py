@@ -23,7 +23,7 @@ from polytok.errors import ConfigError, EncodeError
 from polytok.token_index import token_index
 
 if TYPE_CHECKING:
-    from polytok.tokenizer import BaseTokenizer, SpecialSet
+    from polytok.base_tokenizer import BaseTokenizer, SpecialSet
 
 Unit = Literal["bytes", "chars"]
 

@@ -26,7 +26,7 @@ from polytok.errors import DecodeError
 from polytok.token_index import token_index
 
 if TYPE_CHECKING:
-    from polytok.tokenizer import BaseTokenizer
+    from polytok.base_tokenizer import BaseTokenizer
 
 _REPLACEMENT = "\ufffd"
 

@@ -15,7 +15,7 @@ from polytok import _core
 from polytok.errors import DecodeError
 
 if TYPE_CHECKING:
-    from polytok.tokenizer import BaseTokenizer
+    from polytok.base_tokenizer import BaseTokenizer
 
 _INDEXES: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
 

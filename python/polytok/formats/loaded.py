@@ -23,7 +23,7 @@ from polytok import _core
 from polytok.errors import ConfigError, FormatError
 from polytok.offsets import byte_offsets, input_bytes, to_character_offsets
 from polytok.segmenters import merges_encoder
-from polytok.tokenizer import BaseTokenizer, SpecialSet, special_token_error
+from polytok.base_tokenizer import BaseTokenizer, SpecialSet, special_token_error
 
 # The core encoders a loaded pipeline feeds: polytok's own BPE for byte-level BPE files whose
 # pre-tokeniser is one regex, and the character-level segmenters of src/segment/loaded.rs.

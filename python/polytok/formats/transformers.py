@@ -16,7 +16,7 @@ from polytok.chunking import PAD_TOKENS
 from polytok.errors import ConfigError
 
 if TYPE_CHECKING:
-    from polytok.tokenizer import BaseTokenizer
+    from polytok.base_tokenizer import BaseTokenizer
 
 BOS_TOKENS = ("<s>", "<|begin_of_text|>", "<|startoftext|>", "<bos>", "<|bos|>", "[CLS]")
 EOS_TOKENS = ("</s>", "<|endoftext|>", "<|end_of_text|>", "<eos>", "<|eos|>", "[SEP]")
