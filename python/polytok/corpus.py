@@ -32,7 +32,6 @@ Nothing is read into memory whole: memory stays flat however large the files are
 from __future__ import annotations
 
 import contextlib
-import glob
 import gzip
 import io
 import json
@@ -45,6 +44,7 @@ from pathlib import Path
 from typing import IO, Any, Iterable, Iterator, Union
 
 from polytok import checks
+from polytok.corpus_names import COMPRESSED_SUFFIXES, base_suffix, expand_paths, shown_name, unusable_name
 from polytok.errors import CorpusError
 
 
@@ -82,12 +82,6 @@ CHUNK_BYTES = 1 << 20
 LAST_RESORT_CHUNKS = 64
 #: Rows per record batch read from a Parquet file.
 PARQUET_BATCH_ROWS = 1024
-#: File suffixes a directory is searched for (each also with .gz or .zst appended).
-TEXT_SUFFIXES = (".txt", ".text", ".md", ".rst", ".jsonl", ".parquet")
-COMPRESSED_SUFFIXES = (".gz", ".zst")
-#: The most names a glob reaches below the directory before its first metacharacter (deeper ones
-#: match nothing, unsearched): "corpus/**/*.txt" reaches 2.
-GLOB_MAX_DEPTH = 64
 
 # Multi-byte UTF-8 forms of the Unicode white-space characters the presets' \s matches: U+0085,
 # U+00A0, U+1680, U+2000..U+200A, U+2028, U+2029, U+202F, U+205F and U+3000.
@@ -179,10 +173,10 @@ def _named_files(names: list | tuple, is_name: list[bool]) -> list[Path]:
                 f"corpus item {index} is {type(item).__name__}, but item {is_name.index(True)} is a file "
                 "name: a list is either file names or documents; pass documents as texts([...])"
             )
-        reason = isinstance(item, str) and _unusable_name(item)
+        reason = isinstance(item, str) and unusable_name(item)
         if reason:
             raise CorpusError(
-                f"corpus item {index} ({_shown(item)!r}) cannot be a file name ({reason}); a list of str is a "
+                f"corpus item {index} ({shown_name(item)!r}) cannot be a file name ({reason}); a list of str is a "
                 "list of file names: to use the strings as texts, pass polytok.texts([...])"
             )
         try:
@@ -191,7 +185,7 @@ def _named_files(names: list | tuple, is_name: list[bool]) -> list[Path]:
             if isinstance(item, os.PathLike) or os.path.lexists(item):
                 raise
             raise CorpusError(
-                f"corpus item {index} ({_shown(item)!r}) names no file or directory; a list of str is a list "
+                f"corpus item {index} ({shown_name(item)!r}) names no file or directory; a list of str is a list "
                 "of file names: to use the strings as texts, pass polytok.texts([...])"
             ) from None
     return files
@@ -217,120 +211,12 @@ def _given_documents(items: Iterable, options: dict[str, str], texts_only: bool)
             raise CorpusError(f"corpus item {index} is {type(item).__name__}; expected {expected}")
 
 
-def _shown(text: str) -> str:
-    """`text` as an error message quotes it: its first 40 characters."""
-    return text if len(text) <= 40 else text[:40] + "..."
-
-
-def _name_limits() -> tuple[int, int]:
-    """The most bytes a path and one of its components may have (PC_PATH_MAX counts the final NUL),
-    as the file system of the working directory says; 4096 and 255 where it does not say."""
-    limits = []
-    for name, fallback in (("PC_PATH_MAX", 4096), ("PC_NAME_MAX", 255)):
-        try:
-            limit = os.pathconf(os.curdir, name)
-        except (AttributeError, ValueError, OSError):  # no pathconf (Windows), or no such limit
-            limit = -1
-        limits.append(limit if limit > 0 else fallback)
-    return limits[0] - 1, limits[1]
-
-
-def _unusable_name(text: str) -> str | None:
-    """Why `text` cannot name a file (empty, a newline or NUL, not encodable, longer than the
-    system's limits); None if it can."""
-    if not text:
-        return "it is empty"  # Path("") would be the working directory
-    if "\n" in text or "\0" in text:
-        return "it holds a " + ("newline" if "\n" in text else "NUL")
-    try:
-        encoded = os.fsencode(text)
-    except UnicodeEncodeError:
-        return "it is not encodable as a file name"
-    path_max, name_max = _name_limits()
-    if len(encoded) > path_max:
-        return f"{len(encoded)} bytes; a path has at most {path_max}"
-    separators = re.escape(os.fsencode(os.sep + (os.altsep or "")))
-    longest = max(map(len, re.split(b"[" + separators + b"]", encoded)))
-    if longest > name_max:
-        return f"a part of {longest} bytes; a file name has at most {name_max}"
-    return None
-
-
-def _glob_refusal(pattern: str) -> str | None:
-    """Why the glob `pattern` is not globbed (see `expand_paths`); None if it is."""
-    prefix = pattern[: re.search(r"[*?[]", pattern).start()]
-    base = os.path.dirname(prefix)
-    if not os.path.isdir(base or os.curdir):
-        return f"no directory {base!r}"
-    depth = len(Path(pattern[len(base):].lstrip(os.sep + (os.altsep or ""))).parts)
-    if depth > GLOB_MAX_DEPTH:
-        return f"it reaches {depth} names below {base or os.curdir!r}; a glob reaches at most {GLOB_MAX_DEPTH}"
-    return None
-
-
-def expand_paths(spec: str | os.PathLike[str]) -> list[Path]:
-    """The files a path, directory or glob names, in sorted order; CorpusError if there are none.
-
-    A name that cannot be a path (see `_unusable_name`) is refused before anything is looked up. A
-    glob is searched only where the directory before its first metacharacter exists, and reaches
-    at most GLOB_MAX_DEPTH names below it; else it matches nothing, so that text is never globbed.
-    """
-    text = os.fspath(spec)
-    reason = _unusable_name(text)
-    if reason:
-        hint = "; to use a string as a text, pass polytok.texts([...])" if isinstance(spec, str) else ""
-        raise CorpusError(f"{_shown(text)!r} cannot be a file name ({reason}){hint}")
-    if glob.has_magic(text):
-        refusal = _glob_refusal(text)
-        if refusal:
-            raise CorpusError(f"no files match {_shown(text)!r} ({refusal})")
-        files = []
-        for match in sorted(glob.glob(text, recursive=True)):
-            files.extend(_text_files_under(Path(match)) if os.path.isdir(match) else [Path(match)])
-        if not files:
-            raise CorpusError(f"no files match {text!r}")
-        return files
-    path = Path(text)
-    # os.path's tests, unlike Path's, read a name the system refuses (too long, a NUL) as missing.
-    if os.path.isdir(path):
-        files = _text_files_under(path)
-        if not files:
-            suffixes = " ".join(TEXT_SUFFIXES)
-            raise CorpusError(
-                f"directory {text!r} holds no text files (looked for {suffixes}, optionally .gz/.zst); "
-                "name other files directly or with a glob"
-            )
-        return files
-    if not os.path.exists(path):
-        raise CorpusError(f"no such file or directory: {text!r}")
-    return [path]
-
-
-def _text_files_under(directory: Path) -> list[Path]:
-    """Corpus files under `directory`, recursively, sorted, skipping hidden files and directories."""
-    found = []
-    for root, directories, files in os.walk(directory):
-        directories[:] = sorted(name for name in directories if not name.startswith("."))
-        for name in sorted(files):
-            if not name.startswith(".") and _base_suffix(name) in TEXT_SUFFIXES:
-                found.append(Path(root) / name)
-    return found
-
-
-def _base_suffix(name: str) -> str:
-    """The suffix that says a file's format, under any compression suffix: data.jsonl.zst -> .jsonl."""
-    stem, suffix = os.path.splitext(name.lower())
-    if suffix in COMPRESSED_SUFFIXES:
-        suffix = os.path.splitext(stem)[1]
-    return suffix
-
-
 def read_file(
     path: Path, *, text_field: str = "text", text_column: str = "text", errors: str = "strict", as_utf8: bool = False
 ) -> Iterator[str | bytes]:
     """Yield the documents of one file, chosen by suffix (see the module docstring); as_utf8: as
     `iter_documents` says."""
-    kind = _base_suffix(path.name)
+    kind = base_suffix(path.name)
     try:
         if kind == ".parquet":
             yield from parquet_documents(path, text_column, errors)
@@ -478,12 +364,12 @@ def text_documents(
 
 def is_plain_text(path: Path) -> bool:
     """Whether `path` is read as plain text (cut into chunks), not as records (.jsonl, .parquet)."""
-    return _base_suffix(path.name) not in (".jsonl", ".parquet")
+    return base_suffix(path.name) not in (".jsonl", ".parquet")
 
 
 def file_format(path: Path) -> str:
     """How `path` is read: "jsonl", "parquet" or "text" (see the module docstring)."""
-    kind = _base_suffix(path.name)
+    kind = base_suffix(path.name)
     return kind[1:] if kind in (".jsonl", ".parquet") else "text"
 
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterator
 
-from polytok import checks, corpus, file_parts
+from polytok import checks, corpus, corpus_names, file_parts
 from polytok.corpus import Source, texts
 from polytok.counts import PreTokenCounts, count_local, make_counter, nothing_counted
 from polytok.errors import ClusterError, ConfigError, CorpusError, Error
@@ -69,7 +69,7 @@ def corpus_files(source: Source) -> list[Path]:
     if isinstance(source, (str, os.PathLike)):
         source = [source]
     if isinstance(source, (list, tuple)) and source and all(isinstance(item, (str, os.PathLike)) for item in source):
-        return [Path(os.path.abspath(path)) for item in source for path in corpus.expand_paths(item)]
+        return [Path(os.path.abspath(path)) for item in source for path in corpus_names.expand_paths(item)]
     raise ConfigError(
         "engine='ray' counts files that every node can read: pass a path, a directory, a glob or a list of "
         f"them, not {type(source).__name__}; documents in memory are counted by the local engine"

@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import Iterator
 
 from polytok import checks
-from polytok.corpus import (CHUNK_BYTES, COMPRESSED_SUFFIXES, LAST_RESORT_CHUNKS, LINE_CUT, SPACE_CUT, BoundedStream,
+from polytok.corpus import (CHUNK_BYTES, LAST_RESORT_CHUNKS, LINE_CUT, SPACE_CUT, BoundedStream,
                             jsonl_documents, load_pyarrow, parquet_documents, text_documents)
+from polytok.corpus_names import COMPRESSED_SUFFIXES
 from polytok.errors import CorpusError
 
 
