@@ -12,7 +12,8 @@ from typing import Any, Literal, TypeVar
 
 import numpy as np
 
-from polytok import _core, chunking, healing, offsets, streaming
+from polytok import _core
+from polytok.apply import chunking, healing, offsets, streaming
 from polytok.errors import ConfigError, DecodeError, EncodeError
 from polytok.pretokenize import PRESETS
 

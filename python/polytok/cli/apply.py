@@ -7,7 +7,7 @@ import json
 import sys
 from typing import Iterator, Sequence
 
-from polytok.chunking import check_max_tokens
+from polytok.apply.chunking import check_max_tokens
 from polytok.cli.options import Command, add_tokenizer_option, load_tokenizer
 from polytok.errors import CorpusError, DecodeError
 

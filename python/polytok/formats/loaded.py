@@ -21,7 +21,7 @@ import numpy as np
 
 from polytok import _core
 from polytok.errors import ConfigError, FormatError
-from polytok.offsets import byte_offsets, input_bytes, to_character_offsets
+from polytok.apply.offsets import byte_offsets, input_bytes, to_character_offsets
 from polytok.segmenters import merges_encoder
 from polytok.base_tokenizer import BaseTokenizer, SpecialSet, special_token_error
 

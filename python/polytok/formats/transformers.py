@@ -12,7 +12,7 @@ import tempfile
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from polytok.chunking import PAD_TOKENS
+from polytok.apply.chunking import PAD_TOKENS
 from polytok.errors import ConfigError
 
 if TYPE_CHECKING:

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 import polytok
 from polytok.errors import ConfigError, EncodeError
 
-READERS = Path(__file__).resolve().parents[1] / "data" / "readers"
+READERS = Path(__file__).resolve().parents[2] / "data" / "readers"
 HF_FILES = ["hf-bpe-byte-level-nfc.json", "hf-bpe-byte-level.json", "hf-bpe-llama.json", "hf-unigram.json", "hf-wordpiece.json"]
 tokenizers = pytest.importorskip("tokenizers")
 

@@ -15,11 +15,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import polytok
-from polytok.offsets import character_starts
+from polytok.apply.offsets import character_starts
 
 spm = pytest.importorskip("sentencepiece")  # a test dependency: the reference for the spans
 
-DATA = Path(__file__).parent.parent / "data"
+DATA = Path(__file__).resolve().parents[2] / "data"
 READERS = DATA / "readers"
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 

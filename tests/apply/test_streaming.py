@@ -16,7 +16,7 @@ from polytok.errors import ConfigError, DecodeError
 from apply_tokenizers import NAMES, any_text, tokenizers
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-READERS = Path(__file__).parent / "data" / "readers"
+READERS = Path(__file__).resolve().parents[1] / "data" / "readers"
 
 
 def stream_all(tokenizer, ids) -> tuple[list[str], str]:

@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING, Literal
 import numpy as np
 
 from polytok.errors import ConfigError, EncodeError
-from polytok.token_index import token_index
+from polytok.apply.token_index import token_index
 
 if TYPE_CHECKING:
     from polytok.base_tokenizer import BaseTokenizer, SpecialSet

@@ -11,11 +11,11 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 import polytok
-from polytok.chunking import truncate
+from polytok.apply.chunking import truncate
 from polytok.errors import ConfigError, EncodeError
 from apply_tokenizers import NAMES, any_text, tokenizers
 
-READERS = Path(__file__).parent / "data" / "readers"
+READERS = Path(__file__).resolve().parents[1] / "data" / "readers"
 SETTINGS = settings(max_examples=50, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 

@@ -14,14 +14,14 @@ from hypothesis import strategies as st
 
 import polytok
 from polytok.errors import DecodeError, EncodeError
-from polytok.healing import PROBES, _healer
+from polytok.apply.healing import PROBES, _healer
 from polytok.pretokenize import PRESETS
 from polytok.pretokenize import PreTokenizer
 from apply_tokenizers import ALPHABET, NAMES, PATTERNED, alphabet_text, tokenizers
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-READERS = Path(__file__).parent / "data" / "readers"
-DATA_TEXT = "".join(path.read_text(encoding="utf-8")[:6000] for path in sorted((Path(__file__).parent / "data").glob("*.txt")))
+READERS = Path(__file__).resolve().parents[1] / "data" / "readers"
+DATA_TEXT = "".join(path.read_text(encoding="utf-8")[:6000] for path in sorted((Path(__file__).resolve().parents[1] / "data").glob("*.txt")))
 # Continuations for the brute force: every probe, every character of the alphabet and every
 # pair of them, and words the tokenisers know.
 CONTINUATIONS = sorted(

@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 import polytok
 from polytok.errors import EncodeError
 
-READERS = Path(__file__).resolve().parents[1] / "data" / "readers"
+READERS = Path(__file__).resolve().parents[2] / "data" / "readers"
 tokenizers = pytest.importorskip("tokenizers")
 
 # contents that overlap (one a prefix of another, one inside another), one starting with a

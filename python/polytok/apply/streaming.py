@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 from polytok import _core, checks
 from polytok.errors import DecodeError
-from polytok.token_index import token_index
+from polytok.apply.token_index import token_index
 
 if TYPE_CHECKING:
     from polytok.base_tokenizer import BaseTokenizer

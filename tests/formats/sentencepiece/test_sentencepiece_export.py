@@ -16,7 +16,7 @@ from polytok.formats.sentencepiece import check_sentencepiece_exportable
 from polytok.tokenizer import Tokenizer
 from apply_tokenizers import tokenizers
 
-DATA = Path(__file__).parents[1] / "data"
+DATA = Path(__file__).resolve().parents[2] / "data"
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 

@@ -32,7 +32,7 @@ import numpy as np
 from polytok import _core
 from polytok.errors import EncodeError
 from polytok.pretokenize import PRESETS
-from polytok.token_index import TokenIndex, as_id_array, token_index
+from polytok.apply.token_index import TokenIndex, as_id_array, token_index
 
 if TYPE_CHECKING:
     from polytok.base_tokenizer import BaseTokenizer

@@ -20,9 +20,9 @@ from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 import polytok
 from polytok.errors import ConfigError
 from polytok.formats.huggingface.alignment import aligned_normalizer
-from polytok.offsets import character_starts
+from polytok.apply.offsets import character_starts
 
-DATA = Path(__file__).parent.parent / "data"
+DATA = Path(__file__).resolve().parents[2] / "data"
 READERS = DATA / "readers"
 SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 

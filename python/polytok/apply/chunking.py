@@ -22,8 +22,8 @@ import numpy as np
 
 from polytok import checks
 from polytok.errors import ConfigError, EncodeError
-from polytok.offsets import character_starts, encode_with_offsets, input_bytes
-from polytok.token_index import token_index
+from polytok.apply.offsets import character_starts, encode_with_offsets, input_bytes
+from polytok.apply.token_index import token_index
 
 if TYPE_CHECKING:
     from collections.abc import Iterable
