@@ -40,3 +40,21 @@ def test_error_modes():
     assert [checks.error_mode(mode) for mode in checks.ERROR_MODES] == ["strict", "replace", "bytes"]
     with pytest.raises(ConfigError, match="errors='ignore'; expected one of strict, replace, bytes"):
         checks.error_mode("ignore")
+
+
+def test_numbers_probabilities_alphas_and_seeds():
+    assert checks.number("x", np.float32(0.5)) == 0.5 and checks.number("x", 2) == 2.0
+    for value in (True, float("nan"), float("inf"), "1", None):
+        with pytest.raises(ConfigError, match=rf"^x must be a finite number, got {value!r}$"):
+            checks.number("x", value)
+    assert checks.probability("dropout", 0) == 0.0 and checks.probability("dropout", 1) == 1.0
+    for value in (-0.01, 1.5):
+        with pytest.raises(ConfigError, match=r"^dropout must be a probability from 0 to 1"):
+            checks.probability("dropout", value)
+    assert checks.sampling_alpha(0) == 0.0
+    with pytest.raises(ConfigError, match=r"^alpha must be at least 0"):
+        checks.sampling_alpha(-1)
+    assert checks.seed(0) == 0 and checks.seed(2**64 - 1) == 2**64 - 1
+    for value in (-1, 2**64, True, 1.0):
+        with pytest.raises(ConfigError, match=r"^seed must be an integer from 0 to 18446744073709551615"):
+            checks.seed(value)

@@ -6,26 +6,36 @@ their text in the input raises, `allowed_special` turns it into the special ids,
 """
 from __future__ import annotations
 
+import abc
+import secrets
 from collections.abc import Callable, Collection, Iterable
 from pathlib import Path
 from typing import Any, Literal, TypeVar
 
 import numpy as np
 
-from polytok import _core
+from polytok import _core, checks
 from polytok.apply import chunking, healing, offsets, streaming
 from polytok.errors import ConfigError, DecodeError, EncodeError
 from polytok.pretokenize import PRESETS
 
 SpecialSet = Literal["all"] | Collection[str]
+# The sampling temperature `encode` uses unless told otherwise.
+DEFAULT_ALPHA = 0.1
+# The special-token arguments under which all special-token text is ordinary text.
+ORDINARY: tuple[frozenset[str], tuple[str, ...]] = (frozenset(), ())
 Result = TypeVar("Result")
 
 
-class BaseTokenizer:
-    """The part every tokeniser shares. A subclass sets `vocab` (`vocab[i]` is the bytes of
-    ordinary id i), `_special_tokens` (text -> id, ids after the ordinary ones), `_encoder` (the
-    core encoder, which also decodes) and the attributes `info` describes, then calls
-    `_index_tokens`."""
+class BaseTokenizer(abc.ABC):
+    """The part every tokeniser shares, its public encode and decode API included (each method
+    is declared here once). A subclass sets `vocab` (`vocab[i]` is the bytes of ordinary id i),
+    `_special_tokens` (text -> id, ids after the ordinary ones), `_encoder` (the core encoder,
+    which also decodes) and the attributes `info` describes, calls `_index_tokens`, and
+    implements the small core below: `_make_policy`, `_encode_core`, `_encode_batch_core` and,
+    where it can do better than the defaults here, the numpy, counting and histogram cores.
+    Sampling, dropout and n-best run on `_encoder` where `_offers` says it can; elsewhere the
+    arguments raise `_refusal`'s ConfigError."""
 
     vocab: list[bytes]
     algorithm: str
@@ -58,7 +68,7 @@ class BaseTokenizer:
     # ---- the special-token policy -----------------------------------------------------------
 
     def _policy(self, allowed_special: SpecialSet, disallowed_special: SpecialSet) -> Any:
-        """The core's special-token policy (None: all special-token text is ordinary), cached."""
+        """The subclass's special-token policy for these arguments (`_make_policy`), cached."""
         given = (allowed_special, disallowed_special)
         try:  # the arguments as given, when hashable: no frozensets to build on every call
             return self._policies[given]
@@ -67,14 +77,7 @@ class BaseTokenizer:
         key = (_freeze(allowed_special), _freeze(disallowed_special))
         if key in self._policies:
             return self._remember(given, self._policies[key])
-        allowed, disallowed = self._special_sets(allowed_special, disallowed_special)
-        if not allowed and not disallowed:
-            policy = None
-        else:
-            policy = self._encoder.special_policy(
-                [text.encode("utf-8") for text in sorted(allowed)],
-                [text.encode("utf-8") for text in sorted(disallowed)],
-            )
+        policy = self._make_policy(*self._special_sets(allowed_special, disallowed_special))
         if len(self._policies) < 64:
             self._policies[key] = policy
         return self._remember(given, policy)
@@ -110,13 +113,232 @@ class BaseTokenizer:
         try:
             return encode(*arguments)
         except _core.SpecialTokenFound as found:
-            raise disallowed_error(found, batch) from None
+            raise special_token_error(*found.args, batch) from None
 
-    @staticmethod
-    def _threads(num_threads: int | None) -> int | None:
-        if num_threads is not None and (isinstance(num_threads, bool) or not isinstance(num_threads, int) or num_threads < 1):
-            raise ConfigError(f"num_threads must be a positive integer or None, not {num_threads!r}")
-        return num_threads
+
+    # ---- the core a subclass implements ------------------------------------------------------
+
+    @abc.abstractmethod
+    def _make_policy(self, allowed: set[str], disallowed: set[str]) -> Any:
+        """What the encoding cores take for these special-token sets (`_special_sets`)."""
+
+    @abc.abstractmethod
+    def _encode_core(self, text: str | bytes, policy: Any) -> list[int]:
+        """The ids of one text under `policy`."""
+
+    @abc.abstractmethod
+    def _encode_batch_core(self, texts: list[str | bytes], policy: Any, threads: int | None) -> list[list[int]]:
+        """The ids of each text under `policy`, on `threads` threads."""
+
+    def _encode_numpy_core(self, text: str | bytes, policy: Any) -> np.ndarray:
+        """`_encode_core` as a uint32 array."""
+        return np.array(self._encode_core(text, policy), dtype=np.uint32)
+
+    def _encode_batch_numpy_core(self, texts: list[str | bytes], policy: Any, threads: int | None) -> tuple[np.ndarray, np.ndarray]:
+        """`_encode_batch_core` as one flat uint32 array and int64 offsets."""
+        encoded = self._encode_batch_core(texts, policy, threads)
+        offsets = np.zeros(len(encoded) + 1, dtype=np.int64)
+        np.cumsum([len(ids) for ids in encoded], out=offsets[1:])
+        ids = np.fromiter((i for one in encoded for i in one), dtype=np.uint32, count=int(offsets[-1]))
+        return ids, offsets
+
+    def _count_core(self, texts: list[str | bytes], policy: Any, threads: int | None) -> np.ndarray:
+        """The number of tokens of each text (uint64)."""
+        return np.array([len(ids) for ids in self._encode_batch_core(texts, policy, threads)], dtype=np.uint64)
+
+    def _histogram_core(self, texts: list[str | bytes], threads: int | None) -> np.ndarray:
+        """How often each id occurs in the ordinary encodings of `texts` (uint64, by id)."""
+        encoded = self._encode_batch_core(texts, self._policy(*ORDINARY), threads)
+        ids = np.fromiter((i for one in encoded for i in one), dtype=np.int64)
+        return np.bincount(ids, minlength=self.n_vocab).astype(np.uint64)
+
+    def _offers(self, ability: str) -> bool:
+        """Whether `_encoder` draws cuts for `ability` ("sample", "dropout") or ranks them ("nbest")."""
+        return False
+
+    def _refusal(self, wanted: str) -> ConfigError:
+        """The ConfigError for an argument this tokeniser cannot honour: `wanted` says what it
+        needs, the rest which of sampling, dropout and n-best this tokeniser has."""
+        offered = [
+            call
+            for ability, call in (("sample", "sample=True"), ("dropout", "dropout=p"), ("nbest", "encode_nbest"))
+            if self._offers(ability)
+        ]
+        supported = f", which supports {' and '.join(offered)}" if offered else ", which has no subword regularisation"
+        return ConfigError(f"{wanted}; this tokeniser uses the {self.segmenter!r} segmenter{supported}")
+
+    def _randomness(self, sample: bool, alpha: float, dropout: float | None, seed: int | None) -> tuple[str, float, int] | None:
+        """The core's (kind, strength, seed) for a randomised encode, or None for the plain one."""
+        if not sample and dropout is None:
+            return None
+        if sample and dropout is not None:
+            raise ConfigError("choose one of sample=True (Unigram sampling) and dropout=p (BPE-dropout), not both")
+        kind, strength = ("sample", alpha) if sample else ("dropout", dropout)
+        if not self._offers(kind):
+            raise self._refusal("sample=True needs segmenter 'viterbi'" if sample else "dropout=p needs segmenter 'merges'")
+        strength = checks.sampling_alpha(strength) if sample else checks.probability("dropout", strength)
+        return kind, strength, secrets.randbits(64) if seed is None else checks.seed(seed)
+
+    # ---- encoding: every public signature, once ----------------------------------------------
+
+    def encode(
+        self,
+        text: str | bytes,
+        *,
+        allowed_special: SpecialSet = frozenset(),
+        disallowed_special: SpecialSet = "all",
+        sample: bool = False,
+        alpha: float = DEFAULT_ALPHA,
+        dropout: float | None = None,
+        seed: int | None = None,
+        max_tokens: int | None = None,
+    ) -> list[int]:
+        """The ids of `text`. Special-token text raises unless allowed (tiktoken's semantics).
+
+        Subword regularisation: `sample=True` (viterbi tokenisers) draws each pre-token's cut with
+        probability ∝ P(cut)^alpha; `dropout=p` (merges tokenisers) skips every applicable merge
+        with probability p. The same `seed` gives the same ids; seed None draws a fresh one.
+        `max_tokens` keeps at most that many of the first ids without splitting a character
+        (what `encode_truncated` keeps).
+        """
+        if max_tokens is not None:
+            return self._truncated(self.encode, text, max_tokens, allowed_special=allowed_special,
+                                   disallowed_special=disallowed_special, sample=sample, alpha=alpha,
+                                   dropout=dropout, seed=seed)
+        try:  # arguments seen before: one lookup, as this runs once per text
+            policy = self._policies[allowed_special, disallowed_special]
+        except (KeyError, TypeError):
+            policy = self._policy(allowed_special, disallowed_special)
+        randomness = None
+        if sample or dropout is not None or alpha != DEFAULT_ALPHA or seed is not None:
+            randomness = self._randomness(sample, alpha, dropout, seed)
+        try:
+            if randomness is None:
+                return self._encode_core(text, policy)
+            return self._encoder.encode_sampled(text, policy, *randomness)
+        except _core.SpecialTokenFound as found:
+            raise special_token_error(*found.args, False) from None
+
+    def encode_nbest(
+        self,
+        text: str | bytes,
+        n: int,
+        *,
+        allowed_special: SpecialSet = frozenset(),
+        disallowed_special: SpecialSet = "all",
+    ) -> list[tuple[list[int], float]]:
+        """The `n` best distinct segmentations of `text` with their log-probabilities, best first
+        (viterbi tokenisers); the first is `encode(text)`. Special tokens as in `encode`."""
+        n = checks.integer("n", n)
+        if not self._offers("nbest"):
+            raise self._refusal("encode_nbest needs a tokeniser that scores its segmentations (segmenter 'viterbi')")
+        policy = self._policy(allowed_special, disallowed_special)
+        return self._with_policy(self._encoder.encode_nbest, text, policy, n, batch=False)
+
+    def encode_ordinary(self, text: str | bytes) -> list[int]:
+        """The ids of `text`, with special-token text encoded as ordinary text."""
+        try:  # as in `encode`
+            policy = self._policies[ORDINARY]
+        except KeyError:
+            policy = self._policy(*ORDINARY)
+        return self._encode_core(text, policy)
+
+    def encode_to_numpy(
+        self,
+        text: str | bytes,
+        *,
+        allowed_special: SpecialSet = frozenset(),
+        disallowed_special: SpecialSet = "all",
+        max_tokens: int | None = None,
+    ) -> np.ndarray:
+        """Like `encode`, as a uint32 numpy array built without a Python list."""
+        if max_tokens is not None:
+            return self._truncated(self.encode_to_numpy, text, max_tokens, allowed_special=allowed_special,
+                                   disallowed_special=disallowed_special)
+        try:  # as in `encode`
+            policy = self._policies[allowed_special, disallowed_special]
+        except (KeyError, TypeError):
+            policy = self._policy(allowed_special, disallowed_special)
+        try:
+            return self._encode_numpy_core(text, policy)
+        except _core.SpecialTokenFound as found:
+            raise special_token_error(*found.args, False) from None
+
+    def encode_batch(
+        self,
+        texts: Iterable[str | bytes],
+        num_threads: int | None = None,
+        *,
+        allowed_special: SpecialSet = frozenset(),
+        disallowed_special: SpecialSet = "all",
+        sample: bool = False,
+        alpha: float = DEFAULT_ALPHA,
+        dropout: float | None = None,
+        seed: int | None = None,
+        max_tokens: int | None = None,
+    ) -> list[list[int]]:
+        """`encode` of each text, in parallel on `num_threads` threads (default: all cores).
+        With sampling or dropout, text i draws from (seed, i): the ids do not depend on the
+        thread count, and text 0 gets what `encode(text, seed=seed)` gives. `max_tokens`
+        truncates each encoding as in `encode`."""
+        if max_tokens is not None:
+            return self._truncated_batch(self.encode_batch, texts, max_tokens, num_threads, allowed_special=allowed_special,
+                                         disallowed_special=disallowed_special, sample=sample, alpha=alpha,
+                                         dropout=dropout, seed=seed)
+        policy = self._policy(allowed_special, disallowed_special)
+        randomness = None
+        if sample or dropout is not None or alpha != DEFAULT_ALPHA or seed is not None:
+            randomness = self._randomness(sample, alpha, dropout, seed)
+        threads = checks.num_threads(num_threads)
+        listed = self._text_list(texts, "encode_batch")
+        if randomness is not None:
+            return self._with_policy(self._encoder.encode_batch_sampled, listed, policy, *randomness, threads, batch=True)
+        return self._with_policy(self._encode_batch_core, listed, policy, threads, batch=True)
+
+    def encode_batch_to_numpy(
+        self,
+        texts: Iterable[str | bytes],
+        num_threads: int | None = None,
+        *,
+        allowed_special: SpecialSet = frozenset(),
+        disallowed_special: SpecialSet = "all",
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """`encode` of each text in parallel, as one flat uint32 array and int64 offsets: the
+        ids of text i are `ids[offsets[i]:offsets[i + 1]]`."""
+        policy = self._policy(allowed_special, disallowed_special)
+        listed = self._text_list(texts, "encode_batch_to_numpy")
+        return self._with_policy(self._encode_batch_numpy_core, listed, policy, checks.num_threads(num_threads), batch=True)
+
+    def encode_ordinary_batch(self, texts: Iterable[str | bytes], num_threads: int | None = None) -> list[list[int]]:
+        """`encode_ordinary` of each text, in parallel."""
+        listed = self._text_list(texts, "encode_ordinary_batch")
+        return self._encode_batch_core(listed, self._policy(*ORDINARY), checks.num_threads(num_threads))
+
+    def count_tokens(
+        self,
+        texts: Iterable[str | bytes],
+        num_threads: int | None = None,
+        *,
+        allowed_special: SpecialSet = frozenset(),
+        disallowed_special: SpecialSet = "all",
+    ) -> np.ndarray:
+        """The number of tokens of each text (uint64), in parallel, without keeping the ids."""
+        policy = self._policy(allowed_special, disallowed_special)
+        listed = self._text_list(texts, "count_tokens")
+        return self._with_policy(self._count_core, listed, policy, checks.num_threads(num_threads), batch=True)
+
+    def token_histogram(self, texts: Iterable[str | bytes], num_threads: int | None = None) -> np.ndarray:
+        """How often each id occurs in the ordinary encoding of `texts` (uint64, indexed by id);
+        what corpus metrics need."""
+        return self._histogram_core(self._text_list(texts, "token_histogram"), checks.num_threads(num_threads))
+
+    def decode(self, ids: Iterable[int] | np.ndarray, errors: str = "replace") -> str:
+        """The text of `ids`; bytes that are not valid UTF-8 follow `errors` (as bytes.decode).
+        A tokeniser loaded with its file's pipeline decodes as the file's library does."""
+        return self._decode_core(ids, errors)
+
+    def _decode_core(self, ids: Iterable[int] | np.ndarray, errors: str) -> str:
+        return self.decode_bytes(ids).decode("utf-8", errors)
 
     # ---- decoding and lookup ----------------------------------------------------------------
 
@@ -160,9 +382,7 @@ class BaseTokenizer:
 
     @cache_size.setter
     def cache_size(self, pieces: int) -> None:
-        if isinstance(pieces, bool) or not isinstance(pieces, int) or pieces < 0:
-            raise ConfigError(f"cache_size must be an integer >= 0 (0 turns the cache off), not {pieces!r}")
-        self._encoder.set_cache_size(pieces)
+        self._encoder.set_cache_size(checks.integer("cache_size (0 turns the cache off)", pieces, minimum=0))
 
     @property
     def vocab_size(self) -> int:
@@ -318,14 +538,9 @@ def _freeze(special: SpecialSet) -> Any:
     return frozenset(special)
 
 
-def disallowed_error(found: Exception, batch: bool) -> EncodeError:
-    """The EncodeError for the core's SpecialTokenFound: which special token, where, and how to let it through."""
-    token, document = found.args
-    return special_token_error(token, document, batch)
-
-
 def special_token_error(token: bytes, document: int, batch: bool) -> EncodeError:
-    """The EncodeError for the disallowed special token `token` found in text `document`."""
+    """The EncodeError for the disallowed special token `token` found in text `document` (the
+    core's SpecialTokenFound carries both): which token, where, and how to let it through."""
     text = token.decode("utf-8", "replace")
     where = f"text {document} of the batch" if batch else "the text"
     return EncodeError(

@@ -4,9 +4,10 @@ special-token lists, the corpus `errors=` modes, and the default pre-tokenisatio
 """
 from __future__ import annotations
 
+import math
 from collections import Counter
 from collections.abc import Iterable
-from numbers import Integral
+from numbers import Integral, Real
 from typing import Any
 
 from polytok.errors import ConfigError
@@ -65,3 +66,31 @@ def error_mode(errors: Any) -> str:
     if errors not in ERROR_MODES:
         raise ConfigError(f"errors={errors!r}; expected one of {', '.join(ERROR_MODES)}")
     return errors
+
+
+def number(name: str, value: Any) -> float:
+    """`value` as a float when it is a finite real number (not a bool)."""
+    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value):
+        raise ConfigError(f"{name} must be a finite number, got {value!r}")
+    return float(value)
+
+
+def probability(name: str, value: Any) -> float:
+    """A probability: a number from 0 to 1."""
+    value = number(name, value)
+    if not 0 <= value <= 1:
+        raise ConfigError(f"{name} must be a probability from 0 to 1, got {value!r}")
+    return value
+
+
+def sampling_alpha(value: Any) -> float:
+    """The exponent of subword sampling: a number of at least 0 (0 draws every cut alike)."""
+    value = number("alpha", value)
+    if value < 0:
+        raise ConfigError(f"alpha must be at least 0 (0 samples every segmentation alike), got {value!r}")
+    return value
+
+
+def seed(value: Any) -> int:
+    """A random seed: an integer from 0 to 2**64 - 1."""
+    return integer("seed", value, minimum=0, maximum=2**64 - 1)

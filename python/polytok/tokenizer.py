@@ -9,15 +9,13 @@ core errors into `polytok.Error`s.
 from __future__ import annotations
 
 import math
-import secrets
-from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from polytok import _core
-from polytok.base_tokenizer import BaseTokenizer, SpecialSet, disallowed_error
+from polytok.base_tokenizer import BaseTokenizer, SpecialSet
 from polytok.errors import ConfigError, PatternError
 from polytok.pretokenize import resolve_pattern
 from polytok.segmenters import DEFAULT_ALGORITHM, DEFAULT_CACHE_SIZE, SEGMENTERS, build_encoder
@@ -111,185 +109,36 @@ class Tokenizer(BaseTokenizer):
                 if not (0 <= left < len(self.vocab) and 0 <= right < len(self.vocab)):
                     raise ConfigError(f"merge {index} ({left}, {right}) names an id outside 0..{len(self.vocab) - 1}")
 
-    # ---- encoding -------------------------------------------------------------------------
+    # ---- the encoding core (the public methods are BaseTokenizer's) -------------------------
 
-    def encode(
-        self,
-        text: str | bytes,
-        *,
-        allowed_special: SpecialSet = frozenset(),
-        disallowed_special: SpecialSet = "all",
-        sample: bool = False,
-        alpha: float = 0.1,
-        dropout: float | None = None,
-        seed: int | None = None,
-        max_tokens: int | None = None,
-    ) -> list[int]:
-        """The ids of `text`. Special-token text raises unless allowed (tiktoken's semantics).
+    def _make_policy(self, allowed: set[str], disallowed: set[str]) -> Any:
+        if not allowed and not disallowed:
+            return None  # all special-token text is ordinary
+        return self._encoder.special_policy(
+            [text.encode("utf-8") for text in sorted(allowed)],
+            [text.encode("utf-8") for text in sorted(disallowed)],
+        )
 
-        Subword regularisation: `sample=True` (viterbi tokenisers) draws each pre-token's cut with
-        probability ∝ P(cut)^alpha; `dropout=p` (merges tokenisers) skips every applicable merge
-        with probability p. The same `seed` gives the same ids; seed None draws a fresh one.
-        `max_tokens` keeps at most that many of the first ids without splitting a character
-        (what `encode_truncated` keeps).
-        """
-        if max_tokens is not None:
-            return self._truncated(self.encode, text, max_tokens, allowed_special=allowed_special,
-                                   disallowed_special=disallowed_special, sample=sample, alpha=alpha,
-                                   dropout=dropout, seed=seed)
-        try:  # arguments seen before: one lookup, as this runs once per text
-            policy = self._policies[allowed_special, disallowed_special]
-        except (KeyError, TypeError):
-            policy = self._policy(allowed_special, disallowed_special)
-        if not sample and dropout is None:
-            try:
-                return self._encoder.encode(text, policy)
-            except _core.SpecialTokenFound as found:
-                raise disallowed_error(found, False) from None
-        randomness = self._randomness(sample, alpha, dropout, seed)
-        return self._with_policy(self._encoder.encode_sampled, text, policy, *randomness, batch=False)
+    def _encode_core(self, text: str | bytes, policy: Any) -> list[int]:
+        return self._encoder.encode(text, policy)
 
-    def encode_nbest(
-        self,
-        text: str | bytes,
-        n: int,
-        *,
-        allowed_special: SpecialSet = frozenset(),
-        disallowed_special: SpecialSet = "all",
-    ) -> list[tuple[list[int], float]]:
-        """The `n` best distinct segmentations of `text` with their log-probabilities, best first
-        (viterbi tokenisers); the first is `encode(text)`. Special tokens as in `encode`."""
-        if isinstance(n, bool) or not isinstance(n, int) or n < 1:
-            raise ConfigError(f"n must be a positive integer, not {n!r}")
-        if not self._encoder.offers("nbest"):
-            raise ConfigError(
-                f"encode_nbest needs a tokeniser that scores its segmentations (segmenter 'viterbi'); "
-                f"this one uses the {self.segmenter!r} segmenter{self._supported_randomness()}"
-            )
-        policy = self._policy(allowed_special, disallowed_special)
-        return self._with_policy(self._encoder.encode_nbest, text, policy, n, batch=False)
+    def _encode_numpy_core(self, text: str | bytes, policy: Any) -> np.ndarray:
+        return self._encoder.encode_to_numpy(text, policy)
 
-    def _randomness(self, sample: bool, alpha: float, dropout: float | None, seed: int | None) -> tuple[str, float, int] | None:
-        """The core's (kind, strength, seed) for a randomised encode, or None for the plain one."""
-        if not sample and dropout is None:
-            return None
-        if sample and dropout is not None:
-            raise ConfigError("choose one of sample=True (Unigram sampling) and dropout=p (BPE-dropout), not both")
-        kind, strength = ("sample", alpha) if sample else ("dropout", dropout)
-        if not self._encoder.offers(kind):
-            wanted = "sample=True needs segmenter 'viterbi'" if sample else "dropout=p needs segmenter 'merges'"
-            raise ConfigError(f"{wanted}; this tokeniser uses the {self.segmenter!r} segmenter{self._supported_randomness()}")
-        if isinstance(strength, bool) or not isinstance(strength, (int, float)) or not math.isfinite(strength):
-            raise ConfigError(f"{'alpha' if sample else 'dropout'} must be a finite number, not {strength!r}")
-        if sample and strength < 0:
-            raise ConfigError(f"alpha must be at least 0 (0 samples every segmentation alike), not {strength!r}")
-        if not sample and not 0 <= strength <= 1:
-            raise ConfigError(f"dropout must be a probability in [0, 1], not {strength!r}")
-        if seed is None:
-            seed = secrets.randbits(64)
-        elif isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**64:
-            raise ConfigError(f"seed must be an integer in [0, 2**64) or None, not {seed!r}")
-        return kind, float(strength), seed
+    def _encode_batch_core(self, texts: list[str | bytes], policy: Any, threads: int | None) -> list[list[int]]:
+        return self._encoder.encode_batch(texts, policy, threads)
 
-    def _supported_randomness(self) -> str:
-        """The end of an error message: which of sampling, dropout and n-best this tokeniser has."""
-        offered = [
-            call
-            for ability, call in (("sample", "sample=True"), ("dropout", "dropout=p"), ("nbest", "encode_nbest"))
-            if self._encoder.offers(ability)
-        ]
-        return f", which supports {' and '.join(offered)}" if offered else ", which has no subword regularisation"
+    def _encode_batch_numpy_core(self, texts: list[str | bytes], policy: Any, threads: int | None) -> tuple[np.ndarray, np.ndarray]:
+        return self._encoder.encode_batch_to_numpy(texts, policy, threads)
 
-    def encode_ordinary(self, text: str | bytes) -> list[int]:
-        """The ids of `text`, with special-token text encoded as ordinary text."""
-        return self._encoder.encode(text, None)
+    def _count_core(self, texts: list[str | bytes], policy: Any, threads: int | None) -> np.ndarray:
+        return self._encoder.count_batch(texts, policy, threads)
 
-    def encode_to_numpy(
-        self,
-        text: str | bytes,
-        *,
-        allowed_special: SpecialSet = frozenset(),
-        disallowed_special: SpecialSet = "all",
-        max_tokens: int | None = None,
-    ) -> np.ndarray:
-        """Like `encode`, as a uint32 numpy array built without a Python list."""
-        if max_tokens is not None:
-            return self._truncated(self.encode_to_numpy, text, max_tokens, allowed_special=allowed_special,
-                                   disallowed_special=disallowed_special)
-        try:  # as in `encode`
-            policy = self._policies[allowed_special, disallowed_special]
-        except (KeyError, TypeError):
-            policy = self._policy(allowed_special, disallowed_special)
-        try:
-            return self._encoder.encode_to_numpy(text, policy)
-        except _core.SpecialTokenFound as found:
-            raise disallowed_error(found, False) from None
+    def _histogram_core(self, texts: list[str | bytes], threads: int | None) -> np.ndarray:
+        return self._encoder.token_histogram(texts, threads)
 
-    def encode_batch(
-        self,
-        texts: Iterable[str | bytes],
-        num_threads: int | None = None,
-        *,
-        allowed_special: SpecialSet = frozenset(),
-        disallowed_special: SpecialSet = "all",
-        sample: bool = False,
-        alpha: float = 0.1,
-        dropout: float | None = None,
-        seed: int | None = None,
-        max_tokens: int | None = None,
-    ) -> list[list[int]]:
-        """`encode` of each text, in parallel on `num_threads` threads (default: all cores).
-        With sampling or dropout, text i draws from (seed, i): the ids do not depend on the
-        thread count, and text 0 gets what `encode(text, seed=seed)` gives. `max_tokens`
-        truncates each encoding as in `encode`."""
-        if max_tokens is not None:
-            return self._truncated_batch(self.encode_batch, texts, max_tokens, num_threads, allowed_special=allowed_special,
-                                         disallowed_special=disallowed_special, sample=sample, alpha=alpha,
-                                         dropout=dropout, seed=seed)
-        policy = self._policy(allowed_special, disallowed_special)
-        randomness = self._randomness(sample, alpha, dropout, seed)
-        threads = self._threads(num_threads)
-        if randomness is not None:
-            return self._with_policy(self._encoder.encode_batch_sampled, self._text_list(texts, "encode_batch"), policy, *randomness, threads, batch=True)
-        return self._with_policy(self._encoder.encode_batch, self._text_list(texts, "encode_batch"), policy, threads, batch=True)
-
-    def encode_batch_to_numpy(
-        self,
-        texts: Iterable[str | bytes],
-        num_threads: int | None = None,
-        *,
-        allowed_special: SpecialSet = frozenset(),
-        disallowed_special: SpecialSet = "all",
-    ) -> tuple[np.ndarray, np.ndarray]:
-        """`encode` of each text in parallel, as one flat uint32 array and int64 offsets: the
-        ids of text i are `ids[offsets[i]:offsets[i + 1]]`. No Python int is made."""
-        policy = self._policy(allowed_special, disallowed_special)
-        return self._with_policy(self._encoder.encode_batch_to_numpy, self._text_list(texts, "encode_batch_to_numpy"), policy, self._threads(num_threads), batch=True)
-
-    def encode_ordinary_batch(self, texts: Iterable[str | bytes], num_threads: int | None = None) -> list[list[int]]:
-        """`encode_ordinary` of each text, in parallel."""
-        return self._encoder.encode_batch(self._text_list(texts, "encode_ordinary_batch"), None, self._threads(num_threads))
-
-    def count_tokens(
-        self,
-        texts: Iterable[str | bytes],
-        num_threads: int | None = None,
-        *,
-        allowed_special: SpecialSet = frozenset(),
-        disallowed_special: SpecialSet = "all",
-    ) -> np.ndarray:
-        """The number of tokens of each text (uint64), in parallel, without keeping the ids."""
-        policy = self._policy(allowed_special, disallowed_special)
-        return self._with_policy(self._encoder.count_batch, self._text_list(texts, "count_tokens"), policy, self._threads(num_threads), batch=True)
-
-    def token_histogram(self, texts: Iterable[str | bytes], num_threads: int | None = None) -> np.ndarray:
-        """How often each id occurs in the ordinary encoding of `texts` (uint64, indexed by id),
-        computed in parallel without building id lists; what corpus metrics need."""
-        return self._encoder.token_histogram(self._text_list(texts, "token_histogram"), self._threads(num_threads))
-
-    def decode(self, ids: Iterable[int] | np.ndarray, errors: str = "replace") -> str:
-        """The text of `ids`; bytes that are not valid UTF-8 follow `errors` (as bytes.decode)."""
-        return self.decode_bytes(ids).decode("utf-8", errors)
+    def _offers(self, ability: str) -> bool:
+        return self._encoder.offers(ability)
 
     def __reduce__(self) -> tuple:
         # Pickled as its file record (the Rust encoder is rebuilt), e.g. for multiprocessing.

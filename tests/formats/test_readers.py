@@ -63,6 +63,9 @@ def test_every_encoding_method_follows_the_pipeline(loaded, name):
     assert [tokenizer.encode_to_numpy(text, allowed_special="all").tolist() for text in texts] == expected
     assert tokenizer.encode(texts[0].encode("utf-8"), allowed_special="all") == expected[0]
     assert tokenizer.count_tokens(texts, allowed_special="all").tolist() == [len(ids) for ids in expected]
+    flat, offsets = tokenizer.encode_batch_to_numpy(texts, allowed_special="all")
+    assert flat.dtype == np.uint32 and offsets.dtype == np.int64
+    assert [flat[offsets[i]:offsets[i + 1]].tolist() for i in range(len(texts))] == expected
     ordinary = tokenizer.encode_ordinary_batch(texts)
     assert ordinary == [tokenizer.encode_ordinary(text) for text in texts]
     histogram = tokenizer.token_histogram(texts, num_threads=2)
@@ -74,7 +77,7 @@ def test_every_encoding_method_follows_the_pipeline(loaded, name):
 def test_batch_methods_refuse_one_text(loaded, name):
     tokenizer = loaded[name]
     for call in (tokenizer.encode_batch, tokenizer.encode_ordinary_batch, tokenizer.count_tokens,
-                 tokenizer.token_histogram):
+                 tokenizer.token_histogram, tokenizer.encode_batch_to_numpy):
         with pytest.raises(EncodeError, match="takes a list of texts, got one str"):
             call("hello world")
     assert tokenizer.count_tokens(["hello world"], allowed_special="all").tolist() == [len(tokenizer.encode("hello world", allowed_special="all"))]

@@ -246,7 +246,7 @@ def test_special_tokens_unsupported_options_and_bad_models():
         with pytest.raises(ConfigError, match="alpha"):
             model.encode("abc", sample=True, alpha=alpha)
     for n in (0, -2, 1.5, True):
-        with pytest.raises(ConfigError, match="positive integer"):
+        with pytest.raises(ConfigError, match="n must be an integer of at least 1"):
             model.encode_nbest("abc", n)
     with pytest.raises(DecodeError, match="not a token"):
         model.decode([10**6])

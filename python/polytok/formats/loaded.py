@@ -116,7 +116,6 @@ class LoadedTokenizer(BaseTokenizer):
         self.certificate = None
         self._special_tokens = {token["content"]: token["id"] for token in pipeline.added if token.get("special")}
         self._ordinary_added = frozenset(token["content"] for token in pipeline.added if not token.get("special"))
-        self._finders: dict[frozenset[str], tuple[Any, list[str]]] = {}
         self._index_tokens()
 
     @property
@@ -129,140 +128,46 @@ class LoadedTokenizer(BaseTokenizer):
         """One past the largest id, which is vocab_size here."""
         return len(self.vocab)
 
-    # ---- encoding -------------------------------------------------------------------------
+    # ---- the encoding core (the public methods are BaseTokenizer's) -------------------------
 
-    def encode(
-        self,
-        text: str | bytes,
-        *,
-        allowed_special: SpecialSet = frozenset(),
-        disallowed_special: SpecialSet = "all",
-        sample: bool = False,
-        alpha: float = 0.1,
-        dropout: float | None = None,
-        seed: int | None = None,
-        max_tokens: int | None = None,
-    ) -> list[int]:
-        """The ids of `text` as the file's library gives them, added tokens recognised;
-        `max_tokens` keeps at most that many of the first without splitting a character."""
-        if max_tokens is not None:
-            return self._truncated(self.encode, text, max_tokens, allowed_special=allowed_special,
-                                   disallowed_special=disallowed_special, sample=sample, alpha=alpha,
-                                   dropout=dropout, seed=seed)
-        self._refuse_randomness(sample, alpha, dropout, seed)
-        split = self._split_for(allowed_special, disallowed_special, [text], batch=False)
-        return self.pipeline.encode(self._encoder, text, split)
-
-    def encode_nbest(
-        self,
-        text: str | bytes,
-        n: int,
-        *,
-        allowed_special: SpecialSet = frozenset(),
-        disallowed_special: SpecialSet = "all",
-    ) -> list[tuple[list[int], float]]:
-        """Refused: n-best segmentations are offered by polytok's own viterbi tokenisers."""
-        raise ConfigError(
-            f"encode_nbest applies to polytok's own tokenisers (segmenter 'viterbi'), not to one loaded "
-            f"from a {self.pipeline.kind} file with its pipeline"
-        )
-
-    def _refuse_randomness(self, sample: bool, alpha: float, dropout: float | None, seed: int | None) -> None:
-        if sample or dropout is not None or alpha != 0.1 or seed is not None:
-            raise ConfigError("sample, alpha, dropout and seed apply to polytok's own tokenisers, not to one "
-                              f"loaded from a {self.pipeline.kind} file with its pipeline")
-
-    def _split_for(self, allowed_special: SpecialSet, disallowed_special: SpecialSet, texts: list[str | bytes],
-                   batch: bool) -> bool | frozenset[str]:
-        """Which added tokens the pipeline cuts out of `texts` under the special-token
-        arguments (see the module docstring); EncodeError where a text holds a disallowed one."""
-        if not self._special_tokens:
-            return True
-        allowed, disallowed = self._special_sets(allowed_special, disallowed_special)
+    def _make_policy(self, allowed: set[str], disallowed: set[str]) -> tuple[Any, bool | frozenset[str]]:
+        """(the finder of the disallowed special tokens or None, which added tokens the pipeline
+        cuts out: True for all of them), as the module docstring says."""
+        finder = None
         if disallowed:
-            key = frozenset(disallowed)
-            finder = self._finders.get(key)
-            if finder is None:
-                contents = sorted(key)
-                finder = (_core.AddedTokens([content.encode("utf-8") for content in contents], [False] * len(contents),
-                                            [False] * len(contents)), contents)
-                if len(self._finders) < 16:
-                    self._finders[key] = finder
+            contents = sorted(disallowed)
+            finder = (_core.AddedTokens([content.encode("utf-8") for content in contents], [False] * len(contents),
+                                        [False] * len(contents)), contents)
+        if len(allowed) == len(self._special_tokens):
+            return finder, True
+        return finder, self._ordinary_added | frozenset(allowed)
+
+    def _refuse_disallowed(self, policy: tuple[Any, Any], texts: list[str | bytes], batch: bool) -> bool | frozenset[str]:
+        """The added tokens to cut out under `policy`; EncodeError where a text holds a disallowed one."""
+        finder, split = policy
+        if finder is not None:
             for index, text in enumerate(texts):
                 found = finder[0].find(text)
                 if found is not None:
                     raise special_token_error(finder[1][found].encode("utf-8"), index, batch)
-        if len(allowed) == len(self._special_tokens):
-            return True
-        return self._ordinary_added | frozenset(allowed)
+        return split
 
-    def encode_ordinary(self, text: str | bytes) -> list[int]:
-        """The ids of `text`, special-token text left to the segmenter as ordinary text."""
-        return self.pipeline.encode(self._encoder, text, self._ordinary_added if self._special_tokens else True)
+    def _encode_core(self, text: str | bytes, policy: Any) -> list[int]:
+        return self.pipeline.encode(self._encoder, text, self._refuse_disallowed(policy, [text], batch=False))
 
-    def encode_to_numpy(
-        self,
-        text: str | bytes,
-        *,
-        allowed_special: SpecialSet = frozenset(),
-        disallowed_special: SpecialSet = "all",
-        max_tokens: int | None = None,
-    ) -> np.ndarray:
-        """Like `encode` (`max_tokens` too), as a uint32 numpy array."""
-        return np.array(self.encode(text, allowed_special=allowed_special, disallowed_special=disallowed_special,
-                                    max_tokens=max_tokens), dtype=np.uint32)
+    def _encode_batch_core(self, texts: list[str | bytes], policy: Any, threads: int | None) -> list[list[int]]:
+        return self.pipeline.encode_batch(self._encoder, texts, threads, self._refuse_disallowed(policy, texts, batch=True))
 
-    def encode_batch(
-        self,
-        texts: Iterable[str | bytes],
-        num_threads: int | None = None,
-        *,
-        allowed_special: SpecialSet = frozenset(),
-        disallowed_special: SpecialSet = "all",
-        sample: bool = False,
-        alpha: float = 0.1,
-        dropout: float | None = None,
-        seed: int | None = None,
-        max_tokens: int | None = None,
-    ) -> list[list[int]]:
-        """`encode` of each text, the core's part in parallel on `num_threads` threads;
-        `max_tokens` truncates each encoding as in `encode`."""
-        if max_tokens is not None:
-            return self._truncated_batch(self.encode_batch, texts, max_tokens, num_threads, allowed_special=allowed_special,
-                                         disallowed_special=disallowed_special, sample=sample, alpha=alpha,
-                                         dropout=dropout, seed=seed)
-        self._refuse_randomness(sample, alpha, dropout, seed)
-        listed = self._text_list(texts, "encode_batch")
-        split = self._split_for(allowed_special, disallowed_special, listed, batch=True)
-        return self.pipeline.encode_batch(self._encoder, listed, self._threads(num_threads), split)
+    def _randomness(self, sample: bool, alpha: float, dropout: float | None, seed: int | None) -> None:
+        raise self._refusal("")
 
-    def encode_ordinary_batch(self, texts: Iterable[str | bytes], num_threads: int | None = None) -> list[list[int]]:
-        """`encode_ordinary` of each text, in parallel."""
-        return self.pipeline.encode_batch(self._encoder, self._text_list(texts, "encode_ordinary_batch"), self._threads(num_threads),
-                                          self._ordinary_added if self._special_tokens else True)
+    def _refusal(self, wanted: str) -> ConfigError:
+        return ConfigError("sample, alpha, dropout and seed apply to polytok's own tokenisers, as does encode_nbest, "
+                           f"not to one loaded from a {self.pipeline.kind} file with its pipeline")
 
-    def count_tokens(
-        self,
-        texts: Iterable[str | bytes],
-        num_threads: int | None = None,
-        *,
-        allowed_special: SpecialSet = frozenset(),
-        disallowed_special: SpecialSet = "all",
-    ) -> np.ndarray:
-        """The number of tokens of each text (uint64)."""
-        encoded = self.encode_batch(texts, num_threads, allowed_special=allowed_special, disallowed_special=disallowed_special)
-        return np.array([len(ids) for ids in encoded], dtype=np.uint64)
-
-    def token_histogram(self, texts: Iterable[str | bytes], num_threads: int | None = None) -> np.ndarray:
-        """How often each id occurs in the ordinary encoding of `texts` (uint64, indexed by id).
-        The ids come from the file's pipeline (normaliser included), so they are built here."""
-        encoded = self.encode_ordinary_batch(self._text_list(texts, "token_histogram"), num_threads)
-        ids = np.fromiter((i for one in encoded for i in one), dtype=np.int64)
-        return np.bincount(ids, minlength=self.vocab_size).astype(np.uint64)
-
-    def decode(self, ids: Iterable[int] | np.ndarray, errors: str = "replace") -> str:
-        """The text of `ids` through the file's decoder, as its own library decodes it
-        (`errors` is not used: the decoder says how bytes become text)."""
+    def _decode_core(self, ids: Iterable[int] | np.ndarray, errors: str) -> str:
+        """Through the file's decoder, as its own library decodes (which says how bytes become
+        text, so `errors` is not used)."""
         ids = list(ids.reshape(-1) if isinstance(ids, np.ndarray) else ids)
         self.decode_bytes(ids)  # the same DecodeError for ids that are no token
         return self.pipeline.decode([int(token_id) for token_id in ids])
@@ -277,7 +182,7 @@ class LoadedTokenizer(BaseTokenizer):
         input, as `tokenizers` maps it; for a SentencePiece model, the spans `sentencepiece`
         gives (formats/sentencepiece/read.py). ConfigError for the other files, and where special-token
         text is to be ordinary text (the offsets cut every special token out)."""
-        if self._split_for(allowed_special, disallowed_special, [text], batch=False) is not True:
+        if self._refuse_disallowed(self._policy(allowed_special, disallowed_special), [text], batch=False) is not True:
             allowed, _ = self._special_sets(allowed_special, disallowed_special)
             kept = [content for content in self._special_tokens if content not in allowed]
             found = next((content for content in kept if (content if isinstance(text, str) else content.encode("utf-8")) in text), None)
