@@ -24,6 +24,17 @@ def is_integer(value: Any) -> bool:
     return isinstance(value, Integral) and not isinstance(value, bool)
 
 
+def is_number(value: Any) -> bool:
+    """True for finite real numbers (Python or numpy; an int too large for a float is not
+    finite), False for bools and the rest."""
+    if isinstance(value, bool) or not isinstance(value, Real):
+        return False
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
+
+
 def integer(name: str, value: Any, minimum: int = 1, maximum: int | None = None) -> int:
     """`value` as an int when it is an integer (not a bool) from `minimum` to `maximum`;
     otherwise the ConfigError that names `name`."""
@@ -70,7 +81,7 @@ def error_mode(errors: Any) -> str:
 
 def number(name: str, value: Any) -> float:
     """`value` as a float when it is a finite real number (not a bool)."""
-    if isinstance(value, bool) or not isinstance(value, Real) or not math.isfinite(value):
+    if not is_number(value):
         raise ConfigError(f"{name} must be a finite number, got {value!r}")
     return float(value)
 

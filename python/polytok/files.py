@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import math
 import os
 import re
 import stat
@@ -74,14 +73,6 @@ def shown(value: Any) -> str:
         return f"an integer of {value.bit_length()} bits"
     text = repr(value)
     return text if len(text) <= 80 else text[:77] + "..."
-
-
-def is_finite(number: int | float) -> bool:
-    """Whether `number` is a finite float (an int too large for a float is not)."""
-    try:
-        return math.isfinite(number)
-    except OverflowError:
-        return False
 
 
 def read_json(path: str | os.PathLike, what: str = "file") -> Any:

@@ -12,6 +12,7 @@ import os
 from pathlib import Path
 from typing import Any, Mapping, Sequence
 
+from polytok import checks
 from polytok.files import atomic_write
 from polytok.certify import BudgetRow, Certificate
 from polytok.compare import compare, named_tokenizers, render_html
@@ -89,7 +90,7 @@ def _checked_certificates(rows: Any) -> list[dict[str, Any]]:
             raise FormatError(f"certificates entry {index}: expected an object with 'certificate' and 'roundings'")
         roundings = row["roundings"]
         if not isinstance(roundings, Mapping) or not all(
-                isinstance(name, str) and isinstance(count, int) and not isinstance(count, bool) and count >= 0
+                isinstance(name, str) and checks.is_integer(count) and count >= 0
                 for name, count in roundings.items()):
             raise FormatError(f"certificates entry {index}: 'roundings' must map each rounding to a token count")
         try:

@@ -8,12 +8,12 @@ core errors into `polytok.Error`s.
 """
 from __future__ import annotations
 
-import math
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from polytok import checks
 from polytok import _core
 from polytok.base_tokenizer import BaseTokenizer, SpecialSet
 from polytok.errors import ConfigError, PatternError
@@ -82,7 +82,7 @@ class Tokenizer(BaseTokenizer):
         for text, token_id in self._special_tokens.items():
             if not isinstance(text, str) or not text:
                 raise ConfigError(f"special token {text!r} must be a non-empty str")
-            if isinstance(token_id, bool) or not isinstance(token_id, int) or token_id < len(self.vocab):
+            if not checks.is_integer(token_id) or token_id < len(self.vocab):
                 raise ConfigError(
                     f"special token {text!r} has id {token_id!r}; special ids must be integers "
                     f"after the {len(self.vocab)} ordinary ids"
@@ -102,7 +102,7 @@ class Tokenizer(BaseTokenizer):
         if self.scores is not None:
             if len(self.scores) != len(self.vocab):
                 raise ConfigError(f"{len(self.scores)} scores for {len(self.vocab)} tokens")
-            if not all(math.isfinite(score) for score in self.scores):
+            if not all(checks.is_number(score) for score in self.scores):
                 raise ConfigError("scores must be finite numbers")
         if self.merges is not None:
             for index, (left, right) in enumerate(self.merges):

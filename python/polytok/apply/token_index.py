@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 import numpy as np
 
+from polytok import checks
 from polytok import _core
 from polytok.errors import DecodeError
 
@@ -123,7 +124,7 @@ def as_id_array(ids: object, what: str = "ids") -> np.ndarray:
         return ids.astype(np.int64, copy=False).reshape(-1)
     values = list(ids)  # type: ignore[call-overload]
     for position, value in enumerate(values):
-        if isinstance(value, bool) or not isinstance(value, (int, np.integer)):
+        if not checks.is_integer(value):
             raise DecodeError(f"{what}: {value!r} at position {position} is not an integer id")
     try:
         return np.array(values, dtype=np.int64)

@@ -8,8 +8,9 @@ import json
 from pathlib import Path
 from typing import Any
 
+from polytok import checks
 from polytok.errors import ConfigError, FormatError, PatternError
-from polytok.files import is_finite, shown, write_atomically
+from polytok.files import shown, write_atomically
 from polytok.segmenters import SEGMENTERS
 from polytok.tokenizer import Tokenizer
 
@@ -78,7 +79,7 @@ def from_record(record: Any, source: str) -> Tokenizer:
     if record.get("format") != FORMAT_NAME:
         raise fail("'format'", f"is {shown(record.get('format'))}, expected {FORMAT_NAME!r}")
     version = record.get("version")
-    if isinstance(version, bool) or not isinstance(version, int):
+    if not checks.is_integer(version):
         raise fail("'version'", f"is {shown(version)}, expected an integer")
     if version != FORMAT_VERSION:
         newer = " (written by a newer polytok)" if version > FORMAT_VERSION else ""
@@ -106,7 +107,7 @@ def from_record(record: Any, source: str) -> Tokenizer:
     pattern = expect("pattern", (str,), nullable=True)
     special_tokens = expect("special_tokens", (dict,))
     for text, token_id in special_tokens.items():
-        if isinstance(token_id, bool) or not isinstance(token_id, int) or token_id < 0:
+        if not checks.is_integer(token_id) or token_id < 0:
             raise fail(f"'special_tokens'[{shown(text)}]", f"is {shown(token_id)}, expected a non-negative integer id")
     vocab_field = expect("vocab", (list,))
     vocab = []
@@ -126,13 +127,13 @@ def from_record(record: Any, source: str) -> Tokenizer:
             if (
                 not isinstance(pair, list)
                 or len(pair) != 2
-                or not all(isinstance(i, int) and not isinstance(i, bool) and 0 <= i < len(vocab) for i in pair)
+                or not all(checks.is_integer(i) and 0 <= i < len(vocab) for i in pair)
             ):
                 raise fail(f"'merges'[{index}]", f"is {shown(pair)}, expected [left id, right id] with ids below {len(vocab)}")
     scores = expect("scores", (list,), nullable=True)
     if scores is not None:
         for index, score in enumerate(scores):
-            if isinstance(score, bool) or not isinstance(score, (int, float)) or not is_finite(score):
+            if not checks.is_number(score):
                 raise fail(f"'scores'[{index}]", f"is {shown(score)}, expected a finite number")
         if len(scores) != len(vocab):
             raise fail("'scores'", f"has {len(scores)} entries for {len(vocab)} tokens")

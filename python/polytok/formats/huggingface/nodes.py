@@ -7,6 +7,7 @@ from typing import Any
 
 import regex
 
+from polytok import checks
 from polytok.errors import EncodeError, FormatError
 from polytok.files import shown
 
@@ -47,7 +48,7 @@ def char_field(node: dict[str, Any], name: str, default: str, where: str, fail: 
 def int_field(node: dict[str, Any], name: str, default: int, where: str, fail: Fail, *, limit: int) -> int:
     """The node's integer field `name` (`default` when absent), in 0..limit."""
     value = node.get(name, default)
-    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= limit:
+    if not checks.is_integer(value) or not 0 <= value <= limit:
         raise fail(f"{where}.{name} is {shown(value)}, expected an integer from 0 to {limit}")
     return value
 

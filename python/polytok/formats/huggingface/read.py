@@ -12,8 +12,9 @@ from pathlib import Path
 from typing import Any
 
 
+from polytok import checks
 from polytok.errors import ConfigError, FormatError, PatternError
-from polytok.files import is_finite, read_json, shown
+from polytok.files import read_json, shown
 from polytok.formats.huggingface.decoders import Decoder, decoder as read_decoder
 from polytok.formats.huggingface.nodes import Fail, int_field
 from polytok.formats.huggingface.normalizers import Normalizer, normalizer as read_normalizer
@@ -167,7 +168,7 @@ def _model_texts(model: dict[str, Any], model_type: str, fail: Fail) -> tuple[di
             raise fail("model.vocab is not a list of [piece, score]")
         for index, entry in enumerate(entries):
             if not (isinstance(entry, list) and len(entry) == 2 and isinstance(entry[0], str)
-                    and isinstance(entry[1], (int, float)) and not isinstance(entry[1], bool) and is_finite(entry[1])):
+                    and checks.is_number(entry[1])):
                 raise fail(f"model.vocab[{index}] is {shown(entry)}, expected [piece, finite score]")
             texts[index] = entry[0]
             scores[index] = as_tokenizers_reads_it(float(entry[1]))
@@ -176,7 +177,7 @@ def _model_texts(model: dict[str, Any], model_type: str, fail: Fail) -> tuple[di
     if not isinstance(raw_vocab, dict):
         raise fail("model.vocab is not an object")
     for text, token_id in raw_vocab.items():
-        if isinstance(token_id, bool) or not isinstance(token_id, int) or token_id < 0 or token_id in texts:
+        if not checks.is_integer(token_id) or token_id < 0 or token_id in texts:
             raise fail(f"model.vocab[{shown(text)}] has id {shown(token_id)}; ids must be distinct non-negative integers")
         texts[token_id] = text
     return texts, scores
@@ -323,7 +324,7 @@ def _unigram(file: _File) -> LoadedTokenizer:
     """Unigram: the core's character-level Viterbi over the scores as `tokenizers` reads them."""
     model, texts, scores = file.model, file.texts, file.scores
     unk = model.get("unk_id")
-    if unk is not None and not (isinstance(unk, int) and not isinstance(unk, bool) and 0 <= unk < file.model_size):
+    if unk is not None and not (checks.is_integer(unk) and 0 <= unk < file.model_size):
         raise file.fail(f"model.unk_id {shown(unk)} is not an id of model.vocab")
     if unk is not None:
         file.lossy.append(f"characters outside the vocabulary become the unknown token {texts[unk]!r}")
