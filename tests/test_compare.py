@@ -13,7 +13,7 @@ import polytok
 from polytok.compare import (
     compare,
     gini,
-    load_tokenizer,
+    load_tokenizers,
     read_texts,
     render_html,
     render_terminal,
@@ -169,24 +169,24 @@ def test_empty_text_and_bad_options(tokenizers):
 
 def test_tokeniser_files_that_cannot_be_read(tmp_path):
     with pytest.raises(FormatError, match=f"cannot read tokeniser file {re.escape(str(tmp_path / 'missing.json'))}"):
-        load_tokenizer(tmp_path / "missing.json")
+        load_tokenizers([tmp_path / "missing.json"])
     with pytest.raises(FormatError, match="cannot read tokeniser file"):
-        load_tokenizer(tmp_path)
+        load_tokenizers([tmp_path])
     (tmp_path / "empty.json").write_bytes(b"")
     with pytest.raises(FormatError, match="empty.json is empty"):
-        load_tokenizer(tmp_path / "empty.json")
+        load_tokenizers([tmp_path / "empty.json"])
     (tmp_path / "notes.txt").write_text("just some notes\n")
     with pytest.raises(FormatError, match="notes.txt is not a tokeniser file polytok can read"):
-        load_tokenizer(tmp_path / "notes.txt")
+        load_tokenizers([tmp_path / "notes.txt"])
     (tmp_path / "broken.json").write_text('{"vocab": [')
     with pytest.raises(FormatError, match="broken.json is not valid JSON"):
-        load_tokenizer(tmp_path / "broken.json")
+        load_tokenizers([tmp_path / "broken.json"])
     (tmp_path / "ranks.tiktoken").write_text("IQ== 0\nIg== 1\n")
     with pytest.raises(ConfigError, match="ranks.tiktoken is a tiktoken rank file.*--pattern"):
-        load_tokenizer(tmp_path / "ranks.tiktoken")
+        load_tokenizers([tmp_path / "ranks.tiktoken"])
     (tmp_path / "tokenizer.json").write_text(json.dumps({"version": "1.0", "added_tokens": [], "model": {"type": "CharLevel"}}))
     with pytest.raises(FormatError, match="tokenizer.json: model type 'CharLevel' is not supported"):
-        load_tokenizer(tmp_path / "tokenizer.json")
+        load_tokenizers([tmp_path / "tokenizer.json"])
 
 
 def test_every_file_format_loads_to_the_same_ids(tmp_path):
@@ -197,9 +197,9 @@ def test_every_file_format_loads_to_the_same_ids(tmp_path):
     tokenizer.save_huggingface(tmp_path / "tokenizer.json")
     expected = tokenizer.encode_ordinary(text[:2000])
     loaded = [
-        load_tokenizer(tmp_path / "tok.json"),
-        load_tokenizer(tmp_path / "cl100k_like", pattern="cl100k", special_tokens=["<|endoftext|>"]),
-        load_tokenizer(tmp_path / "tokenizer.json"),
+        polytok.load(tmp_path / "tok.json"),
+        polytok.load(tmp_path / "cl100k_like", pattern="cl100k", special_tokens=["<|endoftext|>"]),
+        polytok.load(tmp_path / "tokenizer.json"),
     ]
     for other in loaded:
         assert other.encode_ordinary(text[:2000]) == expected

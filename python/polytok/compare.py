@@ -29,18 +29,12 @@ SAMPLE_CHARACTERS = 160
 # --------------------------------------------------------------------------- reading tokenisers
 
 
-def load_tokenizer(path: str | os.PathLike, *, pattern: str | None = None, special_tokens: Sequence[str] = ()) -> Any:
-    """Load a polytok, tiktoken, HF tokenizer.json or SentencePiece file (`polytok.load`, which
-    tells them apart). tiktoken files hold no pre-tokenisation pattern: `pattern` says which one
-    they were built with; the other formats record their own."""
-    return formats.load(path, pattern=pattern, special_tokens=list(special_tokens) or None)
-
-
 def load_tokenizers(paths: Sequence[str | os.PathLike], **options: Any) -> dict[str, Any]:
-    """Load several tokeniser files, named by file stem (by full path where stems collide)."""
+    """Load several tokeniser files of any format (`polytok.load`, which takes `options`),
+    named by file stem (by full path where stems collide)."""
     stems = [Path(path).stem for path in paths]
     names = [stem if stems.count(stem) == 1 else str(path) for stem, path in zip(stems, paths)]
-    return {name: load_tokenizer(path, **options) for name, path in zip(names, paths)}
+    return {name: formats.load(path, **options) for name, path in zip(names, paths)}
 
 
 def read_texts(paths: Sequence[str | os.PathLike]) -> dict[str, str]:

@@ -79,3 +79,22 @@ def test_export_sentencepiece(saved, tmp_path, capsysbinary):
     refused = tmp_path / "refused.model"
     status, _, err = run(capsysbinary, "export", "-t", str(saved["viterbi"]), "--format", "sentencepiece", "-o", str(refused))
     assert status == 2 and b"no pre-tokenisation regex" in err and not refused.exists()
+
+
+def test_every_command_reads_a_tiktoken_file_with_the_same_pattern_options(saved, tmp_path, capsysbinary):
+    # "whole" has no pre-tokenisation pattern: its ranks load back only with --pattern none
+    ranks = tmp_path / "whole.tiktoken"
+    assert run(capsysbinary, "export", "-t", str(saved["whole"]), "--format", "tiktoken", "-o", str(ranks))[0] == 0
+    source = tmp_path / "in.txt"
+    source.write_text("the theme of the é\n", encoding="utf-8")
+    expected = polytok.load(saved["whole"]).encode("the theme of the é")
+    assert polytok.load(ranks, pattern=None).encode("the theme of the é") == expected
+    status, out, err = run(capsysbinary, "encode", "-t", str(ranks), "--pattern", "none", str(source))
+    assert status == 0, err
+    assert list(map(int, out.split())) == expected
+    status, out, err = run(capsysbinary, "eval", "-t", str(ranks), "--pattern", "none", "--json", str(source))
+    assert status == 0, err
+    assert json.loads(out)["whole"]["tokens"] == len(polytok.load(saved["whole"]).encode(source.read_text(encoding="utf-8")))
+    for command in (["encode", "-t", str(ranks), str(source)], ["eval", "-t", str(ranks), str(source)]):
+        status, _, err = run(capsysbinary, *command)
+        assert status == 2 and b"does not record its pre-tokenisation pattern" in err

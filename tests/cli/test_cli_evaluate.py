@@ -28,7 +28,7 @@ def use_tokenizers(monkeypatch, by_stem: dict, calls: list | None = None) -> Non
             calls.append(options)
         return {Path(path).stem: by_stem[Path(path).stem] for path in paths}
 
-    monkeypatch.setattr(polytok.cli.evaluate, "load_tokenizers", load_tokenizers)
+    monkeypatch.setattr(polytok.cli.options, "load_files", load_tokenizers)
 
 
 def test_cli_eval_prints_json_table_and_csv(tmp_path, monkeypatch, capsys):
@@ -40,7 +40,7 @@ def test_cli_eval_prints_json_table_and_csv(tmp_path, monkeypatch, capsys):
     assert main([*arguments, "--json"]) == 0
     printed = json.loads(capsys.readouterr().out)
     assert printed["tok"]["tokens"] == 5 and printed["tok"]["tokens_per_word"] == pytest.approx(5 / 3)
-    assert calls[0] == {"pattern": None, "special_tokens": []}
+    assert calls[0] == {}  # no --pattern or --special: the files say
     assert main([*arguments, "--csv"]) == 0
     lines = capsys.readouterr().out.splitlines()
     assert lines[0] == "tokenizer,metric,value" and "tok,tokens,5" in lines

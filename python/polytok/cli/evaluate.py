@@ -15,10 +15,11 @@ from polytok.cli.options import (
     add_corpus_options,
     add_output_options,
     add_tokenizer_format_options,
+    load_tokenizers,
     pattern,
     reader_options,
 )
-from polytok.compare import COSTS, compare, format_comparison, load_tokenizers, read_texts, render_html, render_terminal
+from polytok.compare import COSTS, compare, format_comparison, read_texts, render_html, render_terminal
 from polytok.metrics import evaluate
 from polytok.report import build_report, write_report
 from polytok.stability import stability
@@ -63,7 +64,7 @@ def add_eval_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_eval(args: argparse.Namespace) -> None:
     """Print the intrinsic metrics of each tokeniser on the corpus."""
-    tokenizers = load_tokenizers(args.tokenizer, pattern=args.pattern, special_tokens=args.special)
+    tokenizers = load_tokenizers(args.tokenizer, args)
     results = {
         name: evaluate(tokenizer, list(args.corpus), num_threads=args.threads, progress=not args.quiet, **reader_options(args))
         for name, tokenizer in tokenizers.items()
@@ -133,7 +134,7 @@ def add_compare_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_compare(args: argparse.Namespace) -> None:
     """Print the comparison table, the Gini coefficients and the sample's cuts."""
-    tokenizers = load_tokenizers(args.tokenizers, pattern=args.pattern, special_tokens=args.special)
+    tokenizers = load_tokenizers(args.tokenizers, args)
     comparison = compare(tokenizers, read_texts(args.text), reference=args.reference, cost=args.cost,
                          sample=args.sample, num_threads=args.threads)
     if args.html:
@@ -176,7 +177,7 @@ def add_report_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run_report(args: argparse.Namespace) -> None:
     """Build the report and write its HTML, JSON and CSV files."""
-    tokenizers = load_tokenizers(args.tokenizers, pattern=args.pattern, special_tokens=args.special)
+    tokenizers = load_tokenizers(args.tokenizers, args)
     report = build_report(
         tokenizers,
         read_texts(args.text),

@@ -8,8 +8,7 @@ import re
 import sys
 from pathlib import Path
 
-from polytok.cli.options import Command, add_corpus_options, add_tokenizer_format_options, reader_options
-from polytok.compare import load_tokenizers
+from polytok.cli.options import Command, add_corpus_options, add_tokenizer_format_options, load_tokenizers, reader_options
 from polytok.tables import format_table
 
 EXAMPLES = """examples:
@@ -72,7 +71,7 @@ def run(args: argparse.Namespace) -> None:
     from polytok.lm import CSV_FIELDS, evaluate, summary_rows
     from polytok.tables import to_csv
 
-    tokenizers = load_tokenizers(args.tokenizer, pattern=args.pattern, special_tokens=args.special)
+    tokenizers = load_tokenizers(args.tokenizer, args)
     written_before = _modified(args.output)
     try:
         report = evaluate(

@@ -6,7 +6,7 @@ import argparse
 import os
 from typing import Any, Callable, NamedTuple
 
-import polytok
+from polytok.compare import load_tokenizers as load_files
 from polytok.checks import ERROR_MODES
 
 
@@ -80,11 +80,18 @@ def pattern(value: str | None) -> str | None:
     return None if value is not None and value.lower() == "none" else value
 
 
-def load_tokenizer(args: argparse.Namespace) -> Any:
-    """The tokeniser of -t, with --pattern and --special for formats that lack them."""
+def load_tokenizers(paths: list[str], args: argparse.Namespace) -> dict[str, Any]:
+    """The tokenisers of `paths` by name (`compare.load_tokenizers`), with --pattern and
+    --special for formats that lack them: every command builds its tokenisers here."""
     options: dict[str, Any] = {}
     if args.pattern is not None:
         options["pattern"] = pattern(args.pattern)
     if args.special:
         options["special_tokens"] = args.special
-    return polytok.load(args.tokenizer, **options)
+    return load_files(paths, **options)
+
+
+def load_tokenizer(args: argparse.Namespace) -> Any:
+    """The one tokeniser of -t (`load_tokenizers`)."""
+    (tokenizer,) = load_tokenizers([args.tokenizer], args).values()
+    return tokenizer

@@ -78,21 +78,33 @@ def _is_text(head: bytes) -> bool:
     return True
 
 
+class _NotGiven:
+    """The type of NOT_GIVEN."""
+
+    def __repr__(self) -> str:
+        return "NOT_GIVEN"
+
+
+# `load`'s pattern when the caller gives none (None is a pattern: no pre-tokenisation).
+NOT_GIVEN = _NotGiven()
+
+
 def load(
     path: str | Path,
     *,
-    pattern: str | None = None,
+    pattern: str | None | _NotGiven = NOT_GIVEN,
     special_tokens: dict[str, int] | list[str] | None = None,
 ) -> Tokenizer | LoadedTokenizer:
     """Loads a tokeniser file of any format polytok reads (see `detect_format`). A tiktoken
-    ranks file holds no pattern, so `pattern` (and any `special_tokens`) complete it; the other
-    formats record their own, and these options are not used for them."""
+    ranks file holds no pattern, so `pattern` (a preset, a regex, or None for no
+    pre-tokenisation) and any `special_tokens` complete it; the other formats record their
+    own, and these options are not used for them."""
     path = Path(path)
     kind = detect_format(path)
     if kind == "sentencepiece":
         return load_sentencepiece(path)
     if kind == "tiktoken":
-        if pattern is None:
+        if isinstance(pattern, _NotGiven):
             raise ConfigError(
                 f"{path} is a tiktoken rank file, which does not record its pre-tokenisation pattern: "
                 "load it with polytok.load(path, pattern=...), or pass --pattern on the command line "
