@@ -14,7 +14,13 @@ class PatternError(Error):
 
 
 class ConfigError(Error):
-    """An option out of range, e.g. a vocabulary size too small for the bytes and specials."""
+    """An option out of range, e.g. a vocabulary size too small for the bytes and specials.
+    `field` names the value as a tokeniser file's field (`'merges'[5]`) where there is one, so
+    a reader that passes the file's values on can say where in the file the value is."""
+
+    def __init__(self, message: str, field: str | None = None):
+        super().__init__(message)
+        self.field = field
 
 
 class FormatError(Error):

@@ -13,8 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from polytok import checks
-from polytok import _core
+from polytok import _core, checks
 from polytok.base_tokenizer import BaseTokenizer, SpecialSet
 from polytok.errors import ConfigError, PatternError
 from polytok.pretokenize import resolve_pattern
@@ -55,7 +54,7 @@ class Tokenizer(BaseTokenizer):
         self.merges: list[tuple[int, int]] | None = (
             None if merges is None else [(int(left), int(right)) for left, right in merges]
         )
-        self.scores: list[float] | None = None if scores is None else [float(s) for s in scores]
+        self.scores: list[float] | None = None if scores is None else list(scores)
         self.algorithm = algorithm or DEFAULT_ALGORITHM.get(segmenter, segmenter)
         self.continuation_marker = continuation_marker
         self.training = training
@@ -71,43 +70,47 @@ class Tokenizer(BaseTokenizer):
         self.cache_size = cache_size
 
     def _check(self) -> None:
+        """The value rules of every field; a ConfigError names the field as the polytok file does."""
         if self.segmenter not in SEGMENTERS:
-            raise ConfigError(f"unknown segmenter {self.segmenter!r}; known: {sorted(SEGMENTERS)}")
+            raise ConfigError(f"unknown segmenter {self.segmenter!r}; known: {sorted(SEGMENTERS)}", "'segmenter'")
         if not self.vocab:
-            raise ConfigError("the vocabulary is empty")
+            raise ConfigError("the vocabulary is empty", "'vocab'")
         for token_id, token in enumerate(self.vocab):
             if not token:
-                raise ConfigError(f"token {token_id} is empty; every token needs at least one byte")
+                raise ConfigError(f"token {token_id} is empty; every token needs at least one byte", f"'vocab'[{token_id}]")
         seen_ids: dict[int, str] = {}
-        for text, token_id in self._special_tokens.items():
-            if not isinstance(text, str) or not text:
-                raise ConfigError(f"special token {text!r} must be a non-empty str")
-            if not checks.is_integer(token_id) or token_id < len(self.vocab):
-                raise ConfigError(
-                    f"special token {text!r} has id {token_id!r}; special ids must be integers "
-                    f"after the {len(self.vocab)} ordinary ids"
-                )
-            if token_id in seen_ids:
-                raise ConfigError(f"special tokens {seen_ids[token_id]!r} and {text!r} share id {token_id}")
-            seen_ids[token_id] = text
         # Ids are dense: the core's id table has an entry for every id up to the largest.
         limit = len(self.vocab) + len(self._special_tokens) + _core.MAX_UNUSED_IDS
         for text, token_id in self._special_tokens.items():
+            field = f"'special_tokens'[{text!r}]"
+            if not isinstance(text, str) or not text:
+                raise ConfigError(f"special token {text!r} must be a non-empty str", field)
+            if not checks.is_integer(token_id) or token_id < len(self.vocab):
+                raise ConfigError(
+                    f"special token {text!r} has id {token_id!r}; special ids must be integers "
+                    f"after the {len(self.vocab)} ordinary ids", field
+                )
+            if token_id in seen_ids:
+                raise ConfigError(f"special tokens {seen_ids[token_id]!r} and {text!r} share id {token_id}", field)
             if token_id >= limit:
                 raise ConfigError(
                     f"special token {text!r} has id {token_id}; ids must be dense: the special ids follow the "
                     f"{len(self.vocab)} ordinary ids with at most {_core.MAX_UNUSED_IDS} unused ids in all, "
-                    f"so every id is below {limit}"
+                    f"so every id is below {limit}", field
                 )
+            seen_ids[token_id] = text
         if self.scores is not None:
             if len(self.scores) != len(self.vocab):
-                raise ConfigError(f"{len(self.scores)} scores for {len(self.vocab)} tokens")
-            if not all(checks.is_number(score) for score in self.scores):
-                raise ConfigError("scores must be finite numbers")
+                raise ConfigError(f"{len(self.scores)} scores for {len(self.vocab)} tokens", "'scores'")
+            for index, score in enumerate(self.scores):
+                if not checks.is_number(score):
+                    raise ConfigError(f"score {index} is {score!r}; scores must be finite numbers", f"'scores'[{index}]")
+            self.scores = [float(score) for score in self.scores]
         if self.merges is not None:
             for index, (left, right) in enumerate(self.merges):
                 if not (0 <= left < len(self.vocab) and 0 <= right < len(self.vocab)):
-                    raise ConfigError(f"merge {index} ({left}, {right}) names an id outside 0..{len(self.vocab) - 1}")
+                    raise ConfigError(f"merge {index} ({left}, {right}) names an id outside 0..{len(self.vocab) - 1}",
+                                      f"'merges'[{index}]")
 
     # ---- the encoding core (the public methods are BaseTokenizer's) -------------------------
 
