@@ -255,6 +255,70 @@ impl DualAscent {
         diagonal
     }
 
+    /// The stage preconditioner, from the curvature at the last evaluation: 1 / sqrt(curvature +
+    /// its mean), so that the scaled variables have curvature about 1 and a unit step is about a
+    /// Newton step. The added mean keeps flat coordinates (p and c near 0 or 1) from taking huge
+    /// steps.
+    fn preconditioner(&self, graph: &TokenGraph, tau: f64, colour_tau: f64) -> Vec<f32> {
+        let diagonal = self.curvature(graph, tau, colour_tau);
+        let mean = diagonal.iter().sum::<f64>() / diagonal.len() as f64;
+        diagonal
+            .iter()
+            .map(|d| {
+                if d + mean > 0.0 {
+                    (1.0 / (d + mean).sqrt()) as f32
+                } else {
+                    1.0
+                }
+            })
+            .collect()
+    }
+
+    /// Backtracking (Armijo) line search from x (where -F is f and its scaled gradient g) along
+    /// the projected path max(0, x + step d), halving the step from 1, at most 30 times. On
+    /// success `trial` holds the point accepted and `g_trial` its scaled gradient, and the value
+    /// there is returned; None when no step decreased -F enough.
+    #[allow(clippy::too_many_arguments)]
+    fn line_search(
+        &mut self,
+        stage: &Stage<'_>,
+        x: &[f64],
+        d: &[f64],
+        g: &[f32],
+        f: f64,
+        trial: &mut [f64],
+        g_trial: &mut [f32],
+    ) -> Option<f64> {
+        let mut step = 1.0;
+        for _ in 0..30 {
+            let decrease = chunk_sum(
+                trial
+                    .par_chunks_mut(CHUNK)
+                    .zip(x.par_chunks(CHUNK).zip(d.par_chunks(CHUNK)))
+                    .zip(g.par_chunks(CHUNK))
+                    .map(|((t, (x, d)), g)| {
+                        let mut sum = 0.0;
+                        for i in 0..t.len() {
+                            t[i] = (x[i] + step * d[i]).max(0.0);
+                            sum += f64::from(g[i]) * (t[i] - x[i]);
+                        }
+                        sum
+                    }),
+            );
+            let at = Point::Scaled(trial, stage.scale);
+            let (f_trial, _) = self.evaluate(stage.graph, at, stage.tau, stage.colour_tau, g_trial);
+            g_trial
+                .par_chunks_mut(CHUNK)
+                .zip(stage.scale.par_chunks(CHUNK))
+                .for_each(|(g, s)| g.iter_mut().zip(s).for_each(|(g, s)| *g *= s));
+            if f_trial <= f + 1e-4 * decrease {
+                return Some(f_trial);
+            }
+            step *= 0.5;
+        }
+        None
+    }
+
     /// One temperature stage of projected L-BFGS in the scaled variables x = point / scale.
     /// After `iterations`, up to `extend` more run while the best exact bound still rose by
     /// more than `gain` of itself over the last `WINDOW` iterations; `stop` is asked before
@@ -281,34 +345,18 @@ impl DualAscent {
         let point = std::mem::take(&mut self.point);
         let mut g = vec![0.0f32; n];
         let (mut f, _) = self.evaluate(graph, Point::Plain(&point), tau, colour_tau, &mut g);
-        // Stage preconditioner: 1 / sqrt(curvature + its mean), so that the scaled variables
-        // have curvature about 1 and a unit step is about a Newton step. The added mean keeps
-        // flat coordinates (p and c near 0 or 1) from taking huge steps.
-        let diagonal = self.curvature(graph, tau, colour_tau);
-        let mean = diagonal.iter().sum::<f64>() / n as f64;
-        let scale: Vec<f32> = diagonal
-            .iter()
-            .map(|d| {
-                if d + mean > 0.0 {
-                    (1.0 / (d + mean).sqrt()) as f32
-                } else {
-                    1.0
-                }
-            })
-            .collect();
-        drop(diagonal);
+        let scale = self.preconditioner(graph, tau, colour_tau);
         let mut x: Vec<f64> = point.iter().zip(&scale).map(|(p, &s)| p / f64::from(s)).collect();
         drop(point);
         g.iter_mut().zip(&scale).for_each(|(g, s)| *g *= s);
-        // Curvature pairs, oldest first, their vectors recycled. They are kept in f32: reading
-        // them dominates the direction's cost, and single precision halves it (products are
-        // taken in f64 from the stored values, so the pairs stay consistent).
-        let mut pairs: VecDeque<Pair> = VecDeque::new();
-        let mut spare: Vec<(Vec<f32>, Vec<f32>)> = Vec::new();
+        let stage = Stage {
+            graph,
+            tau,
+            colour_tau,
+            scale: &scale,
+        };
+        let mut curvature = Curvature::new(memory);
         let (mut d, mut trial, mut g_trial) = (vec![0.0; n], vec![0.0; n], vec![0.0f32; n]);
-        let mut alphas = Vec::with_capacity(memory);
-        // Coordinates at their bound with the gradient pushing outwards stay fixed.
-        let active = |x: f64, g: f32| x <= 0.0 && g > 0.0;
         let mut history = vec![self.best_value];
         let mut done = 0;
         let mut stopped = false;
@@ -326,158 +374,13 @@ impl DualAscent {
                     break;
                 }
             }
-            // The two-loop recursion; each vector update is fused with the next dot product.
-            alphas.clear();
-            let newest: &[f32] = pairs.back().map_or(&[], |p| &p.s);
-            let mut next = chunk_sum(
-                d.par_chunks_mut(CHUNK)
-                    .zip(x.par_chunks(CHUNK))
-                    .zip(g.par_chunks(CHUNK))
-                    .enumerate()
-                    .map(|(c, ((d, x), g))| {
-                        let s = newest.get(c * CHUNK..(c * CHUNK + d.len())).unwrap_or(&[]);
-                        for ((d, &x), &g) in d.iter_mut().zip(x).zip(g) {
-                            *d = if active(x, g) { 0.0 } else { -f64::from(g) };
-                        }
-                        s.iter()
-                            .zip(d.iter())
-                            .map(|(&s, &d)| f64::from(s) * d)
-                            .sum::<f64>()
-                    }),
-            );
-            for (k, p) in pairs.iter().enumerate().rev() {
-                let alpha = p.rho * next;
-                alphas.push(alpha);
-                next = match k.checked_sub(1) {
-                    Some(before) => axpy_dot(-alpha, &p.y, &mut d, &pairs[before].s),
-                    None => axpy_dot(-alpha, &p.y, &mut d, &[] as &[f32]),
-                };
-            }
-            if let Some(p) = pairs.back() {
-                // Pairs are kept only with s.y > 0, so y.y > 0 too.
-                let gamma = p.sy / p.yy;
-                next = chunk_sum(
-                    d.par_chunks_mut(CHUNK)
-                        .zip(pairs[0].y.par_chunks(CHUNK))
-                        .map(|(d, y)| {
-                            let mut sum = 0.0;
-                            for (d, &y) in d.iter_mut().zip(y) {
-                                *d *= gamma;
-                                sum += f64::from(y) * *d;
-                            }
-                            sum
-                        }),
-                );
-            }
-            let m = pairs.len();
-            for (k, (p, alpha)) in pairs.iter().zip(alphas.iter().rev()).enumerate() {
-                let beta = p.rho * next;
-                next = if k + 1 < m {
-                    axpy_dot(alpha - beta, &p.s, &mut d, &pairs[k + 1].y)
-                } else {
-                    axpy_dot(alpha - beta, &p.s, &mut d, &[] as &[f32])
-                };
-            }
-            let slope = chunk_sum(
-                d.par_chunks_mut(CHUNK)
-                    .zip(x.par_chunks(CHUNK))
-                    .zip(g.par_chunks(CHUNK))
-                    .map(|((d, x), g)| {
-                        let mut sum = 0.0;
-                        for ((d, &x), &g) in d.iter_mut().zip(x).zip(g) {
-                            if active(x, g) {
-                                *d = 0.0;
-                            }
-                            sum += *d * f64::from(g);
-                        }
-                        sum
-                    }),
-            );
-            if slope >= 0.0 {
-                // Not a descent direction: forget the curvature pairs and step along -g.
-                spare.extend(pairs.drain(..).map(|p| (p.s, p.y)));
-                let mut norm = 0.0;
-                for ((d, &x), &g) in d.iter_mut().zip(&x).zip(&g) {
-                    *d = if active(x, g) { 0.0 } else { -f64::from(g) };
-                    norm += *d * *d;
-                }
-                if norm == 0.0 {
-                    break;
-                }
-            }
-            // Backtracking (Armijo) along the projected path.
-            let mut step = 1.0;
-            let mut accepted = false;
-            let mut f_trial = f;
-            for _ in 0..30 {
-                let decrease = chunk_sum(
-                    trial
-                        .par_chunks_mut(CHUNK)
-                        .zip(x.par_chunks(CHUNK).zip(d.par_chunks(CHUNK)))
-                        .zip(g.par_chunks(CHUNK))
-                        .map(|((t, (x, d)), g)| {
-                            let mut sum = 0.0;
-                            for i in 0..t.len() {
-                                t[i] = (x[i] + step * d[i]).max(0.0);
-                                sum += f64::from(g[i]) * (t[i] - x[i]);
-                            }
-                            sum
-                        }),
-                );
-                let at = Point::Scaled(&trial, &scale);
-                (f_trial, _) = self.evaluate(graph, at, tau, colour_tau, &mut g_trial);
-                g_trial
-                    .par_chunks_mut(CHUNK)
-                    .zip(scale.par_chunks(CHUNK))
-                    .for_each(|(g, s)| g.iter_mut().zip(s).for_each(|(g, s)| *g *= s));
-                if f_trial <= f + 1e-4 * decrease {
-                    accepted = true;
-                    break;
-                }
-                step *= 0.5;
-            }
-            if !accepted {
+            if !curvature.direction(&x, &g, &mut d) {
                 break;
             }
-            // At full memory the oldest pair's vectors are reused before the new pair is known
-            // to be kept, so no more than `memory` pairs are ever allocated.
-            let (mut s, mut y) = spare
-                .pop()
-                .or_else(|| (pairs.len() >= memory).then(|| pairs.pop_front().map(|p| (p.s, p.y))).flatten())
-                .unwrap_or_else(|| (vec![0.0; n], vec![0.0; n]));
-            let sums: Vec<[f64; 3]> = s
-                .par_chunks_mut(CHUNK)
-                .zip(y.par_chunks_mut(CHUNK))
-                .zip(trial.par_chunks(CHUNK).zip(x.par_chunks(CHUNK)))
-                .zip(g_trial.par_chunks(CHUNK).zip(g.par_chunks(CHUNK)))
-                .map(|(((s, y), (t, x)), (gt, g))| {
-                    let mut sums = [0.0; 3];
-                    for i in 0..s.len() {
-                        s[i] = (t[i] - x[i]) as f32;
-                        y[i] = (f64::from(gt[i]) - f64::from(g[i])) as f32;
-                        let (si, yi) = (f64::from(s[i]), f64::from(y[i]));
-                        sums[0] += si * yi;
-                        sums[1] += si * si;
-                        sums[2] += yi * yi;
-                    }
-                    sums
-                })
-                .collect();
-            let [sy, ss, yy] = sums
-                .iter()
-                .fold([0.0; 3], |a, b| [a[0] + b[0], a[1] + b[1], a[2] + b[2]]);
-            if sy > 1e-10 * (ss * yy).sqrt() {
-                pairs.push_back(Pair {
-                    s,
-                    y,
-                    rho: 1.0 / sy,
-                    sy,
-                    yy,
-                });
-                debug_assert!(pairs.len() <= memory);
-            } else {
-                spare.push((s, y));
-            }
+            let Some(f_trial) = self.line_search(&stage, &x, &d, &g, f, &mut trial, &mut g_trial) else {
+                break;
+            };
+            curvature.update(&x, &trial, &g, &g_trial);
             std::mem::swap(&mut x, &mut trial);
             std::mem::swap(&mut g, &mut g_trial);
             f = f_trial;
@@ -486,7 +389,7 @@ impl DualAscent {
         }
         // The vectors of the stage go before the final evaluation, so that its scratch space
         // never adds to their peak.
-        drop((pairs, spare, d, trial, g_trial));
+        drop((curvature, d, trial, g_trial));
         let point: Vec<f64> = x.iter().zip(&scale).map(|(x, &s)| x * f64::from(s)).collect();
         drop((x, scale));
         // Leave the colour values and marginals those of the final point.
@@ -752,6 +655,178 @@ struct Pair {
     rho: f64,
     sy: f64,
     yy: f64,
+}
+
+/// What every evaluation of a stage shares: the graph, the path and colour temperatures, and
+/// the preconditioner (the scaled variables x stand for x x scale).
+struct Stage<'a> {
+    graph: &'a TokenGraph,
+    tau: f64,
+    colour_tau: f64,
+    scale: &'a [f32],
+}
+
+/// Coordinates at their bound with the gradient pushing outwards stay fixed.
+#[inline]
+fn active(x: f64, g: f32) -> bool {
+    x <= 0.0 && g > 0.0
+}
+
+/// A stage's L-BFGS memory: its curvature pairs, oldest first, and the vectors of pairs it
+/// dropped, for reuse. The pairs are kept in f32: reading them dominates the direction's cost,
+/// and single precision halves it (products are taken in f64 from the stored values, so the
+/// pairs stay consistent).
+struct Curvature {
+    pairs: VecDeque<Pair>,
+    spare: Vec<(Vec<f32>, Vec<f32>)>,
+    /// The two-loop recursion's alphas, newest pair first.
+    alphas: Vec<f64>,
+    /// The most pairs kept (at least 1).
+    memory: usize,
+}
+
+impl Curvature {
+    fn new(memory: usize) -> Self {
+        Curvature {
+            pairs: VecDeque::new(),
+            spare: Vec::new(),
+            alphas: Vec::with_capacity(memory),
+            memory,
+        }
+    }
+
+    /// The projected L-BFGS direction at x, with scaled gradient g, into d: the two-loop
+    /// recursion on -g with the fixed coordinates (`active`) at 0, each vector update fused with
+    /// the next dot product. When that is not a descent direction the pairs are forgotten and
+    /// d is the projected -g. Returns false when that is 0 too (every coordinate fixed).
+    fn direction(&mut self, x: &[f64], g: &[f32], d: &mut [f64]) -> bool {
+        let pairs = &self.pairs;
+        self.alphas.clear();
+        let newest: &[f32] = pairs.back().map_or(&[], |p| &p.s);
+        let mut next = chunk_sum(
+            d.par_chunks_mut(CHUNK)
+                .zip(x.par_chunks(CHUNK))
+                .zip(g.par_chunks(CHUNK))
+                .enumerate()
+                .map(|(c, ((d, x), g))| {
+                    let s = newest.get(c * CHUNK..(c * CHUNK + d.len())).unwrap_or(&[]);
+                    for ((d, &x), &g) in d.iter_mut().zip(x).zip(g) {
+                        *d = if active(x, g) { 0.0 } else { -f64::from(g) };
+                    }
+                    s.iter()
+                        .zip(d.iter())
+                        .map(|(&s, &d)| f64::from(s) * d)
+                        .sum::<f64>()
+                }),
+        );
+        for (k, p) in pairs.iter().enumerate().rev() {
+            let alpha = p.rho * next;
+            self.alphas.push(alpha);
+            next = match k.checked_sub(1) {
+                Some(before) => axpy_dot(-alpha, &p.y, d, &pairs[before].s),
+                None => axpy_dot(-alpha, &p.y, d, &[] as &[f32]),
+            };
+        }
+        if let Some(p) = pairs.back() {
+            // Pairs are kept only with s.y > 0, so y.y > 0 too.
+            let gamma = p.sy / p.yy;
+            next = chunk_sum(
+                d.par_chunks_mut(CHUNK)
+                    .zip(pairs[0].y.par_chunks(CHUNK))
+                    .map(|(d, y)| {
+                        let mut sum = 0.0;
+                        for (d, &y) in d.iter_mut().zip(y) {
+                            *d *= gamma;
+                            sum += f64::from(y) * *d;
+                        }
+                        sum
+                    }),
+            );
+        }
+        let m = pairs.len();
+        for (k, (p, alpha)) in pairs.iter().zip(self.alphas.iter().rev()).enumerate() {
+            let beta = p.rho * next;
+            next = if k + 1 < m {
+                axpy_dot(alpha - beta, &p.s, d, &pairs[k + 1].y)
+            } else {
+                axpy_dot(alpha - beta, &p.s, d, &[] as &[f32])
+            };
+        }
+        let slope = chunk_sum(
+            d.par_chunks_mut(CHUNK)
+                .zip(x.par_chunks(CHUNK))
+                .zip(g.par_chunks(CHUNK))
+                .map(|((d, x), g)| {
+                    let mut sum = 0.0;
+                    for ((d, &x), &g) in d.iter_mut().zip(x).zip(g) {
+                        if active(x, g) {
+                            *d = 0.0;
+                        }
+                        sum += *d * f64::from(g);
+                    }
+                    sum
+                }),
+        );
+        if slope >= 0.0 {
+            // Not a descent direction: forget the curvature pairs and step along -g.
+            self.spare.extend(self.pairs.drain(..).map(|p| (p.s, p.y)));
+            let mut norm = 0.0;
+            for ((d, &x), &g) in d.iter_mut().zip(x).zip(g) {
+                *d = if active(x, g) { 0.0 } else { -f64::from(g) };
+                norm += *d * *d;
+            }
+            if norm == 0.0 {
+                return false;
+            }
+        }
+        true
+    }
+
+    /// Adds the pair of the step from x to `trial` and the gradient change from g to `g_trial`
+    /// when its s.y is positive enough (else its vectors go to the spare ones). At full memory
+    /// the oldest pair's vectors are reused before the new pair is known to be kept, so no more
+    /// than `memory` pairs are ever allocated.
+    fn update(&mut self, x: &[f64], trial: &[f64], g: &[f32], g_trial: &[f32]) {
+        let n = x.len();
+        let (mut s, mut y) = self
+            .spare
+            .pop()
+            .or_else(|| (self.pairs.len() >= self.memory).then(|| self.pairs.pop_front().map(|p| (p.s, p.y))).flatten())
+            .unwrap_or_else(|| (vec![0.0; n], vec![0.0; n]));
+        let sums: Vec<[f64; 3]> = s
+            .par_chunks_mut(CHUNK)
+            .zip(y.par_chunks_mut(CHUNK))
+            .zip(trial.par_chunks(CHUNK).zip(x.par_chunks(CHUNK)))
+            .zip(g_trial.par_chunks(CHUNK).zip(g.par_chunks(CHUNK)))
+            .map(|(((s, y), (t, x)), (gt, g))| {
+                let mut sums = [0.0; 3];
+                for i in 0..s.len() {
+                    s[i] = (t[i] - x[i]) as f32;
+                    y[i] = (f64::from(gt[i]) - f64::from(g[i])) as f32;
+                    let (si, yi) = (f64::from(s[i]), f64::from(y[i]));
+                    sums[0] += si * yi;
+                    sums[1] += si * si;
+                    sums[2] += yi * yi;
+                }
+                sums
+            })
+            .collect();
+        let [sy, ss, yy] = sums
+            .iter()
+            .fold([0.0; 3], |a, b| [a[0] + b[0], a[1] + b[1], a[2] + b[2]]);
+        if sy > 1e-10 * (ss * yy).sqrt() {
+            self.pairs.push_back(Pair {
+                s,
+                y,
+                rho: 1.0 / sy,
+                sy,
+                yy,
+            });
+            debug_assert!(self.pairs.len() <= self.memory);
+        } else {
+            self.spare.push((s, y));
+        }
+    }
 }
 
 /// The L-BFGS vector work runs on fixed chunks of this many coordinates, in parallel; partial
