@@ -304,3 +304,128 @@ pub fn train(
     }
     Ok(trained)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::segment::rng::SplitMix64;
+    use std::collections::BTreeMap;
+
+    fn below(rng: &mut SplitMix64, n: usize) -> usize {
+        (rng.next_u64() % n as u64) as usize
+    }
+
+    /// Up to `words` distinct random words over `alphabet`, sorted, with counts 0 to 4.
+    fn random_words(rng: &mut SplitMix64, alphabet: &[u8], words: usize) -> Vec<(Vec<u8>, u64)> {
+        let mut counted: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
+        for _ in 0..words {
+            let word = (0..1 + below(rng, 8))
+                .map(|_| alphabet[below(rng, alphabet.len())])
+                .collect();
+            counted.insert(word, below(rng, 5) as u64);
+        }
+        counted.into_iter().collect()
+    }
+
+    /// The naive trainer: recount every adjacent pair of the current words, weighted by their
+    /// counts; merge the most frequent (ties: the smallest (left, right)) in every word, left to
+    /// right; repeat until `num_merges` or no pair is seen `min_frequency` times.
+    fn naive(words: &[(Vec<u8>, u64)], num_merges: usize, min_frequency: u64) -> (Vec<(u32, u32)>, Vec<u64>) {
+        let mut words: Vec<(Vec<u32>, u64)> = words
+            .iter()
+            .map(|(word, count)| (word.iter().map(|&b| u32::from(b)).collect(), *count))
+            .collect();
+        let (mut merges, mut counts) = (Vec::new(), Vec::new());
+        while merges.len() < num_merges {
+            let mut pairs: BTreeMap<(u32, u32), u64> = BTreeMap::new();
+            for (word, count) in &words {
+                for pair in word.windows(2) {
+                    *pairs.entry((pair[0], pair[1])).or_default() += count;
+                }
+            }
+            // Ascending pairs, replaced only by a strictly higher count: the smallest wins a tie.
+            let mut best: Option<((u32, u32), u64)> = None;
+            for (&pair, &count) in &pairs {
+                if best.is_none_or(|(_, most)| count > most) {
+                    best = Some((pair, count));
+                }
+            }
+            let Some(((left, right), count)) = best.filter(|&(_, count)| count >= min_frequency.max(1)) else {
+                break;
+            };
+            let token = 256 + merges.len() as u32;
+            for (word, _) in &mut words {
+                let mut rewritten = Vec::with_capacity(word.len());
+                let mut i = 0;
+                while i < word.len() {
+                    if i + 1 < word.len() && (word[i], word[i + 1]) == (left, right) {
+                        rewritten.push(token);
+                        i += 2;
+                    } else {
+                        rewritten.push(word[i]);
+                        i += 1;
+                    }
+                }
+                *word = rewritten;
+            }
+            merges.push((left, right));
+            counts.push(count);
+        }
+        (merges, counts)
+    }
+
+    #[test]
+    fn merges_are_those_of_the_naive_trainer() {
+        let mut rng = SplitMix64::new(7);
+        let alphabets: [&[u8]; 4] = [b"a", b"ab", b"abc", b"ab cd"];
+        for round in 0..400 {
+            let alphabet = alphabets[round % alphabets.len()];
+            let size = 1 + below(&mut rng, 12);
+            let words = random_words(&mut rng, alphabet, size);
+            let data: Vec<u8> = words.iter().flat_map(|(word, _)| word.iter().copied()).collect();
+            let mut offsets = vec![0i64];
+            for (word, _) in &words {
+                offsets.push(offsets.last().unwrap() + word.len() as i64);
+            }
+            let counts: Vec<u64> = words.iter().map(|&(_, count)| count).collect();
+            let counted = PreTokenCounts::new(&data, &offsets, &counts).unwrap();
+            let options = Options {
+                num_merges: below(&mut rng, 40),
+                min_frequency: below(&mut rng, 4) as u64,
+                progress_every: 1 + below(&mut rng, 5),
+            };
+            let (merges, merge_counts) = naive(&words, options.num_merges, options.min_frequency);
+            let mut reported = Vec::new();
+            let trained = train(&counted, &options, None, &mut |done| {
+                reported.push(done);
+                ControlFlow::Continue(())
+            })
+            .unwrap();
+            assert_eq!(trained.merges, merges, "{words:?}, {} merges", options.num_merges);
+            assert_eq!(trained.counts, merge_counts, "{words:?}");
+            let every = options.progress_every;
+            let mut want: Vec<usize> = (every..=merges.len()).step_by(every).collect();
+            if !merges.len().is_multiple_of(every) {
+                want.push(merges.len());
+            }
+            assert_eq!(reported, want);
+            // Stopped by `progress` after `stop` merges: the naive trainer's first `stop`.
+            if !merges.is_empty() {
+                let stop = 1 + below(&mut rng, merges.len());
+                let options = Options {
+                    progress_every: 1,
+                    ..options
+                };
+                let stopped = train(&counted, &options, None, &mut |done| {
+                    if done == stop {
+                        ControlFlow::Break(())
+                    } else {
+                        ControlFlow::Continue(())
+                    }
+                })
+                .unwrap();
+                assert_eq!(stopped.merges, merges[..stop]);
+            }
+        }
+    }
+}
