@@ -7,6 +7,14 @@ in a child forked from this script; peak memory is the child's peak resident siz
 at the start.
 
     python benchmarks/bench_count.py [--megabytes 25] [--threads N] [--repeats 3]
+
+`--per-language` instead puts counting beside the pre-tokeniser alone and the encoder, one thread,
+on the reporting half of each language benchmarks/languages.py builds: the rate of
+`PreTokenizer.piece_lengths` (pre-tokenising only), of `polytok.count` of the half, and of
+cl100k's `encode_to_numpy` of it (the real ranks, from the bpe-openai wheel), each the best of
+`--repeats` runs, and count's time over encode's.
+
+    python benchmarks/bench_count.py --per-language [--languages ar ja ...] [--repeats 5]
 """
 from __future__ import annotations
 
@@ -116,6 +124,47 @@ def huggingface(path: Path, pattern: str, threads: int) -> None:
     tokenizer.train_from_iterator(polytok.corpus.iter_documents(path), trainer=trainer)
 
 
+def best_seconds(run: Callable[[], object], repeats: int) -> float:
+    """The shortest wall time of `repeats` runs of `run`."""
+    times = []
+    for _ in range(repeats):
+        started = time.perf_counter()
+        run()
+        times.append(time.perf_counter() - started)
+    return min(times)
+
+
+def per_language(arguments: argparse.Namespace) -> None:
+    """Pre-tokenise-only, count and encode rates of each language's reporting half, one thread."""
+    import sys
+
+    sys.path[:0] = [str(ROOT / "benchmarks"), str(ROOT / "tests")]
+    import languages
+    from real_vocabularies import unpack
+
+    from polytok.pretokenize import PreTokenizer
+
+    files = languages.build(2.0)
+    names = arguments.languages or sorted(files)
+    with tempfile.TemporaryDirectory() as directory:
+        encoder = polytok.load(unpack(Path(directory))["cl100k_base"], pattern="cl100k")
+    splitter = PreTokenizer("cl100k")
+    print(f"the report half of each language (benchmarks/languages.py), pattern and ranks cl100k, one thread, "
+          f"best of {arguments.repeats} runs; {os.cpu_count()} cores")
+    print(f"{'language':14} {'MB':>5} {'pre-tokenise MB/s':>18} {'count MB/s':>11} {'encode MB/s':>12} {'count / encode':>15}")
+    ratios = []
+    for name in names:
+        text = languages.SEPARATOR.join(languages.documents(files[name]["report"]))
+        size = len(text.encode("utf-8")) / 1e6
+        split = best_seconds(lambda: splitter.piece_lengths(text), arguments.repeats)
+        counted = best_seconds(lambda: polytok.count(polytok.texts([text]), "cl100k", num_threads=1, progress=False),
+                               arguments.repeats)
+        encoded = best_seconds(lambda: encoder.encode_to_numpy(text, disallowed_special=()), arguments.repeats)
+        ratios.append(counted / encoded)
+        print(f"{name:14} {size:5.1f} {size / split:18.0f} {size / counted:11.0f} {size / encoded:12.0f} {counted / encoded:15.2f}")
+    print(f"count / encode: {min(ratios):.2f}-{max(ratios):.2f}; load average {os.getloadavg()[0]:.1f}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--megabytes", type=float, default=25.0)
@@ -123,7 +172,12 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="runs of polytok (median)")
     parser.add_argument("--peer-repeats", type=int, default=1, help="runs of the slower peers (median)")
     parser.add_argument("--pattern", default="cl100k")
+    parser.add_argument("--per-language", action="store_true", help="count beside pre-tokenising and encoding, per language")
+    parser.add_argument("--languages", nargs="+", help="--per-language: only these (default: every language built)")
     arguments = parser.parse_args()
+    if arguments.per_language:
+        per_language(arguments)
+        return
 
     path = build_mix(int(arguments.megabytes * 1e6), data_directory())
     size_mb = path.stat().st_size / 1e6
