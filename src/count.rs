@@ -9,7 +9,8 @@
 //! 11 bytes of table per distinct pre-token besides its bytes, and no allocation per pre-token.
 //!
 //! A batch of documents is counted in two parallel steps: each thread counts a group of the
-//! documents into small maps (one per shard) whose keys borrow the documents' bytes, then each
+//! documents into small maps (one per shard) whose keys borrow the documents' bytes, through two
+//! direct-mapped tables of recent pieces of up to 31 bytes in front of them (`Recent`), then each
 //! thread adds those maps' entries into the shards it owns. `into_sorted` moves the shards into
 //! one arena and one pair of arrays (the end offsets still `u32` below 4 GiB of data), freeing
 //! each shard as it goes, and sorts an index of the pre-tokens; the sorted data is then written
