@@ -130,7 +130,7 @@ def test_the_counter_equals_a_counter_of_the_split_whatever_the_batches_and_thre
         expected.pop(special.encode(), None)
     results = []
     for threads in (1, 2):
-        counter = polytok._core.WordCounter(PRESETS["cl100k"], [s.encode() for s in SPECIALS], threads)
+        counter = polytok._core.PreTokenCounter(PRESETS["cl100k"], [s.encode() for s in SPECIALS], threads)
         for batch in batches:
             counter.add(batch)
         assert len(counter) == len(expected)
@@ -144,13 +144,13 @@ def test_the_counter_equals_a_counter_of_the_split_whatever_the_batches_and_thre
 
 
 def test_a_counter_refuses_to_add_unsorted_counts():
-    counter = polytok._core.WordCounter(None, [], 1)
+    counter = polytok._core.PreTokenCounter(None, [], 1)
     with pytest.raises(ValueError, match=r"added operand: words 0 and 1 are not in strictly increasing byte order"):
         counter.add_counts((b"ba", np.array([0, 1, 2]), np.array([1, 1], dtype=np.uint64)))
 
 
 def test_a_finished_counter_is_refused():
-    counter = polytok._core.WordCounter(None, [], 1)
+    counter = polytok._core.PreTokenCounter(None, [], 1)
     counter.add(["text"])
     counter.finish()
     with pytest.raises(ValueError, match="finished"):
@@ -167,7 +167,7 @@ def test_shards_add_up_to_the_whole(documents, cuts):
     total = sum(shards)
     assert total.to_dict() == whole.to_dict()
     # The Ray driver's way: every shard added into one counter.
-    counter = polytok._core.WordCounter(whole.pattern, [], 2)
+    counter = polytok._core.PreTokenCounter(whole.pattern, [], 2)
     for shard in shards:
         counter.add_counts((shard.data, shard.offsets, shard.counts))
     data, offsets, counts = counter.finish()

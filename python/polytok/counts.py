@@ -95,7 +95,7 @@ class PreTokenCounts:
                 f"cannot add counts made with different patterns: {self.pattern!r} and {other.pattern!r}"
             )
         try:
-            data, offsets, counts = _core.merge_word_counts(
+            data, offsets, counts = _core.merge_pre_token_counts(
                 (self.data, self.offsets, self.counts), (other.data, other.offsets, other.counts)
             )
         except ValueError as error:
@@ -259,7 +259,7 @@ def make_counter(pattern: str | None, special_tokens: list[str] | None, num_thre
     specials = checks.special_tokens(special_tokens)
     regex = resolve_pattern(pattern)
     try:
-        counter = _core.WordCounter(regex, [token.encode("utf-8") for token in specials], num_threads)
+        counter = _core.PreTokenCounter(regex, [token.encode("utf-8") for token in specials], num_threads)
     except ValueError as error:
         raise PatternError(f"invalid pre-tokenisation regex {pattern!r}: {error}") from None
     return counter, regex

@@ -183,7 +183,7 @@ def _count_and_add(
     """The sum of the shards' counts, with their documents and non-empty documents.
 
     At most `window` shards are counted at a time. Each shard's counts are fetched as soon as
-    they are done and added into one Rust counter here (`WordCounter.add_counts`), then dropped:
+    they are done and added into one Rust counter here (`PreTokenCounter.add_counts`), then dropped:
     the cluster holds the counts of at most `window` shards and this process one running sum,
     whatever the corpus size. The sum is exact in any order.
     """

@@ -22,7 +22,7 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(preset_character_classes, m)?)?;
     m.add("PRESET_TABLES_REGEX_VERSION", REGEX_VERSION)?;
     m.add_class::<PyCounter>()?;
-    m.add_function(wrap_pyfunction!(merge_word_counts, m)?)?;
+    m.add_function(wrap_pyfunction!(merge_pre_token_counts, m)?)?;
     m.add_function(wrap_pyfunction!(check_sorted_counts, m)?)?;
     Ok(())
 }
@@ -162,7 +162,7 @@ type CountsToPython<'py> = (
 );
 
 /// Counts the pre-tokens of batches of documents on `num_threads` threads (None: every core).
-#[pyclass(name = "WordCounter", module = "polytok._core")]
+#[pyclass(name = "PreTokenCounter", module = "polytok._core")]
 pub struct PyCounter {
     /// None once finished.
     counter: Option<Counter>,
@@ -249,10 +249,10 @@ fn counter_full(full: CounterFull) -> PyErr {
 
 /// The error for a counter used after `finish`.
 fn finished() -> PyErr {
-    PyValueError::new_err("this WordCounter is finished; start a new one")
+    PyValueError::new_err("this PreTokenCounter is finished; start a new one")
 }
 
-/// The checked, sorted view of one operand of `merge_word_counts`; errors name the operand.
+/// The checked, sorted view of one operand of `merge_pre_token_counts`; errors name the operand.
 fn sorted_operand<'a>(
     py: Python<'_>,
     side: &str,
@@ -277,7 +277,7 @@ fn check_sorted_counts(py: Python<'_>, counts: CountsFromPython<'_>) -> PyResult
 
 /// The sum of two flattened, sorted count lists, as (data, offsets, counts).
 #[pyfunction]
-fn merge_word_counts<'py>(
+fn merge_pre_token_counts<'py>(
     py: Python<'py>,
     left: CountsFromPython<'py>,
     right: CountsFromPython<'py>,

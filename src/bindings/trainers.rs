@@ -12,7 +12,7 @@ use super::{thread_pool, with_threads};
 use crate::train::{bpe, unigram, wordpiece};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
-    m.add_function(wrap_pyfunction!(bpe_train, m)?)?;
+    m.add_function(wrap_pyfunction!(train_bpe, m)?)?;
     m.add_function(wrap_pyfunction!(train_wordpiece, m)?)?;
     m.add_function(wrap_pyfunction!(train_unigram, m)?)?;
     m.add_function(wrap_pyfunction!(unigram_em, m)?)?;
@@ -40,7 +40,7 @@ fn reporter(callback: &Option<Py<PyAny>>) -> impl FnMut(usize) + Send + '_ {
 #[pyfunction]
 #[pyo3(signature = (data, offsets, counts, num_merges, min_frequency, num_threads, progress, progress_every))]
 #[allow(clippy::too_many_arguments, clippy::type_complexity)]
-fn bpe_train<'py>(
+fn train_bpe<'py>(
     py: Python<'py>,
     data: &[u8],
     offsets: PyReadonlyArray1<'py, i64>,

@@ -115,7 +115,7 @@ def test_merges_equal_the_naive_reference_on_real_text(names):
 def test_same_merges_with_one_and_two_threads():
     counts = PreTokenCounts.from_dict(pretokenized(sorted(p.name for p in DATA.glob("*.txt")), 10**6))
     runs = [
-        _core.bpe_train(counts.data, counts.offsets, counts.counts, 3000, min_frequency=1, num_threads=threads, progress=None, progress_every=256)
+        _core.train_bpe(counts.data, counts.offsets, counts.counts, 3000, min_frequency=1, num_threads=threads, progress=None, progress_every=256)
         for threads in (1, 2, None)
     ]
     for merges, winning in runs[1:]:
@@ -141,10 +141,10 @@ def test_training_runs_out_of_pairs():
 def test_progress_reports_every_block_of_merges_and_the_end():
     counts = PreTokenCounts.from_dict(pretokenized(["kjv.txt"], 20000))
     seen: list[int] = []
-    merges, _ = _core.bpe_train(counts.data, counts.offsets, counts.counts, 600, min_frequency=1, num_threads=None, progress=seen.append, progress_every=300)
+    merges, _ = _core.train_bpe(counts.data, counts.offsets, counts.counts, 600, min_frequency=1, num_threads=None, progress=seen.append, progress_every=300)
     assert seen == [300, 600] and len(merges) == 600
     seen.clear()  # asking for more merges than the text allows: the last report is where it stopped
-    merges, _ = _core.bpe_train(counts.data, counts.offsets, counts.counts, 5000, min_frequency=1, num_threads=None, progress=seen.append, progress_every=300)
+    merges, _ = _core.train_bpe(counts.data, counts.offsets, counts.counts, 5000, min_frequency=1, num_threads=None, progress=seen.append, progress_every=300)
     assert 600 < len(merges) < 5000 and seen == list(range(300, len(merges), 300)) + [len(merges)]
 
 
@@ -155,7 +155,7 @@ def test_an_exception_in_progress_stops_training_and_propagates():
         raise KeyboardInterrupt
 
     with pytest.raises(KeyboardInterrupt):
-        _core.bpe_train(counts.data, counts.offsets, counts.counts, 1000, min_frequency=1, num_threads=None, progress=interrupt, progress_every=10)
+        _core.train_bpe(counts.data, counts.offsets, counts.counts, 1000, min_frequency=1, num_threads=None, progress=interrupt, progress_every=10)
 
 
 def test_progress_bar_shows_and_does_not_change_the_result(capsys, monkeypatch):

@@ -33,7 +33,7 @@ def learn_merges(
     check_options(min_frequency=min_frequency, num_threads=num_threads)
     with progress_bar(progress, total=num_merges, desc="BPE merges", unit="merge", leave=False) as bar:
         try:
-            merge_array, merge_counts = _core.bpe_train(
+            merge_array, merge_counts = _core.train_bpe(
                 counts.data,
                 counts.offsets,
                 counts.counts,
