@@ -345,3 +345,145 @@ pub fn train(
         .collect();
     WordPieceTraining { vocab, merges }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::segment::rng::SplitMix64;
+    use std::collections::BTreeMap;
+
+    fn below(rng: &mut SplitMix64, n: usize) -> usize {
+        (rng.next_u64() % n as u64) as usize
+    }
+
+    /// The naive trainer: each round recounts n(a, b) and n(a) over the current segmentation,
+    /// takes the allowed pair seen at least `min_frequency` times with the highest
+    /// n(a, b) / (n(a) n(b)) (compared exactly; ties: the smallest pair), and rewrites every word
+    /// left to right. Tokens are (bytes, is continuation); a merge whose token exists reuses it.
+    fn naive(
+        words: &[(Vec<u8>, u64)],
+        budget: usize,
+        marker: Option<&[u8]>,
+        min_frequency: u64,
+    ) -> (Vec<Vec<u8>>, Vec<(u32, u32, u32)>) {
+        let mut tokens: Vec<(Vec<u8>, bool)> = (0..=255u8).map(|b| (vec![b], false)).collect();
+        if marker.is_some() {
+            tokens.extend((0..=255u8).map(|b| (vec![b], true)));
+        }
+        let later = if marker.is_some() { 256 } else { 0 };
+        let mut words: Vec<(Vec<u32>, u64)> = words
+            .iter()
+            .filter(|(word, count)| !word.is_empty() && *count > 0)
+            .map(|(word, count)| {
+                let ids = word
+                    .iter()
+                    .enumerate()
+                    .map(|(i, &b)| if i == 0 { u32::from(b) } else { later + u32::from(b) })
+                    .collect();
+                (ids, *count)
+            })
+            .collect();
+        let mut merges = Vec::new();
+        let mut learned = 0;
+        while learned < budget {
+            let mut pairs: BTreeMap<(u32, u32), u64> = BTreeMap::new();
+            let mut uses = vec![0u64; tokens.len()];
+            for (word, count) in &words {
+                for &t in word {
+                    uses[t as usize] += count;
+                }
+                for pair in word.windows(2) {
+                    *pairs.entry((pair[0], pair[1])).or_default() += count;
+                }
+            }
+            let allowed = |(left, right): (u32, u32)| {
+                let (bytes, continuation) = (&tokens[left as usize].0, tokens[left as usize].1);
+                let joined = [&bytes[..], &tokens[right as usize].0].concat();
+                continuation || marker.is_none_or(|m| joined.len() <= m.len() || !joined.starts_with(m))
+            };
+            let mut best: Option<((u32, u32), u64)> = None;
+            for (&pair, &count) in &pairs {
+                if count < min_frequency.max(1) || !allowed(pair) {
+                    continue;
+                }
+                let score = |(a, b): (u32, u32), n: u64| (n, uses[a as usize] as u128 * uses[b as usize] as u128);
+                let better = best.is_none_or(|(other, n)| {
+                    let ((x, p), (y, q)) = (score(pair, count), score(other, n));
+                    x as u128 * q > y as u128 * p
+                });
+                if better {
+                    best = Some((pair, count));
+                }
+            }
+            let Some(((left, right), _)) = best else {
+                break;
+            };
+            let token = (
+                [&tokens[left as usize].0[..], &tokens[right as usize].0].concat(),
+                tokens[left as usize].1,
+            );
+            let merged = match tokens.iter().position(|t| *t == token) {
+                Some(existing) => existing as u32,
+                None => {
+                    learned += 1;
+                    tokens.push(token);
+                    tokens.len() as u32 - 1
+                }
+            };
+            for (word, _) in &mut words {
+                let mut rewritten = Vec::with_capacity(word.len());
+                let mut i = 0;
+                while i < word.len() {
+                    if i + 1 < word.len() && (word[i], word[i + 1]) == (left, right) {
+                        rewritten.push(merged);
+                        i += 2;
+                    } else {
+                        rewritten.push(word[i]);
+                        i += 1;
+                    }
+                }
+                *word = rewritten;
+            }
+            merges.push((left, right, merged));
+        }
+        let vocab = tokens
+            .into_iter()
+            .map(|(bytes, continuation)| match (continuation, marker) {
+                (true, Some(m)) => [m, &bytes[..]].concat(),
+                _ => bytes,
+            })
+            .collect();
+        (vocab, merges)
+    }
+
+    #[test]
+    fn training_is_the_naive_greedy_loop() {
+        let mut rng = SplitMix64::new(11);
+        let alphabets: [&[u8]; 4] = [b"ab", b"abc", b"a#", b"ab#"];
+        let markers: [Option<&[u8]>; 4] = [None, Some(b"#"), Some(b"##"), Some(b"a#")];
+        for round in 0..400 {
+            let alphabet = alphabets[round % alphabets.len()];
+            let marker = markers[below(&mut rng, markers.len())];
+            let mut counted: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
+            for _ in 0..1 + below(&mut rng, 10) {
+                let word = (0..1 + below(&mut rng, 7))
+                    .map(|_| alphabet[below(&mut rng, alphabet.len())])
+                    .collect();
+                counted.insert(word, below(&mut rng, 5) as u64);
+            }
+            let words: Vec<(Vec<u8>, u64)> = counted.into_iter().collect();
+            let data: Vec<u8> = words.iter().flat_map(|(word, _)| word.iter().copied()).collect();
+            let mut offsets = vec![0i64];
+            for (word, _) in &words {
+                offsets.push(offsets.last().unwrap() + word.len() as i64);
+            }
+            let counts: Vec<u64> = words.iter().map(|&(_, count)| count).collect();
+            let counted = PreTokenCounts::new(&data, &offsets, &counts).unwrap();
+            let (budget, min_frequency) = (below(&mut rng, 30), below(&mut rng, 3) as u64);
+            let (vocab, merges) = naive(&words, budget, marker, min_frequency);
+            let trained = train(&counted, budget, marker, min_frequency, &mut |_| {});
+            assert_eq!(trained.merges, merges, "{words:?}, marker {marker:?}, budget {budget}");
+            assert_eq!(trained.vocab, vocab);
+        }
+    }
+}
