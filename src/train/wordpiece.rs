@@ -365,7 +365,7 @@ mod tests {
         budget: usize,
         marker: Option<&[u8]>,
         min_frequency: u64,
-    ) -> (Vec<Vec<u8>>, Vec<(u32, u32, u32)>) {
+    ) -> WordPieceTraining {
         let mut tokens: Vec<(Vec<u8>, bool)> = (0..=255u8).map(|b| (vec![b], false)).collect();
         if marker.is_some() {
             tokens.extend((0..=255u8).map(|b| (vec![b], true)));
@@ -453,7 +453,7 @@ mod tests {
                 _ => bytes,
             })
             .collect();
-        (vocab, merges)
+        WordPieceTraining { vocab, merges }
     }
 
     #[test]
@@ -480,10 +480,10 @@ mod tests {
             let counts: Vec<u64> = words.iter().map(|&(_, count)| count).collect();
             let counted = PreTokenCounts::new(&data, &offsets, &counts).unwrap();
             let (budget, min_frequency) = (below(&mut rng, 30), below(&mut rng, 3) as u64);
-            let (vocab, merges) = naive(&words, budget, marker, min_frequency);
+            let want = naive(&words, budget, marker, min_frequency);
             let trained = train(&counted, budget, marker, min_frequency, &mut |_| {});
-            assert_eq!(trained.merges, merges, "{words:?}, marker {marker:?}, budget {budget}");
-            assert_eq!(trained.vocab, vocab);
+            assert_eq!(trained.merges, want.merges, "{words:?}, marker {marker:?}, budget {budget}");
+            assert_eq!(trained.vocab, want.vocab);
         }
     }
 }
