@@ -647,3 +647,250 @@ pub fn em(
         .collect();
     Ok((scores, log_likelihoods))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::segment::rng::SplitMix64;
+    use std::collections::{BTreeMap, BTreeSet};
+
+    fn below(rng: &mut SplitMix64, n: usize) -> usize {
+        (rng.next_u64() % n as u64) as usize
+    }
+
+    /// Up to `words` distinct random words of 1 to `longest` characters from `alphabet`, sorted,
+    /// with counts 1 to 4.
+    fn random_words(rng: &mut SplitMix64, alphabet: &[char], words: usize, longest: usize) -> Vec<(Vec<u8>, u64)> {
+        let mut counted: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
+        for _ in 0..words {
+            let word: String = (0..1 + below(rng, longest))
+                .map(|_| alphabet[below(rng, alphabet.len())])
+                .collect();
+            counted.insert(word.into_bytes(), 1 + below(rng, 4) as u64);
+        }
+        counted.into_iter().collect()
+    }
+
+    /// Flat buffers of `words` for `PreTokenCounts`.
+    fn flat(words: &[(Vec<u8>, u64)]) -> (Vec<u8>, Vec<i64>, Vec<u64>) {
+        let data = words.iter().flat_map(|(word, _)| word.iter().copied()).collect();
+        let mut offsets = vec![0i64];
+        for (word, _) in words {
+            offsets.push(offsets.last().unwrap() + word.len() as i64);
+        }
+        (data, offsets, words.iter().map(|&(_, count)| count).collect())
+    }
+
+    /// The seeds by enumeration: the bytes with their frequencies, the multi-byte characters
+    /// (most frequent first, then bytewise), then among the substrings of 2 to `max_piece_bytes`
+    /// bytes on character boundaries that are not one character, seen at least twice, and not
+    /// always followed by the same character (a character that would not fit in
+    /// `max_piece_bytes`, or the end of the word, counts as none), the `seed_size` with the
+    /// highest frequency x length (ties: bytewise smallest), in that order, weighted by it.
+    fn brute_force_seeds(words: &[(Vec<u8>, u64)], options: &UnigramOptions) -> (Vec<Vec<u8>>, Vec<f64>) {
+        let longest = options.max_piece_bytes.max(1);
+        let mut pieces: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+        let mut weights = vec![0.0; 256];
+        let mut characters: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
+        let mut substrings: BTreeMap<Vec<u8>, (u64, BTreeSet<Option<char>>)> = BTreeMap::new();
+        for (word, count) in words {
+            for &b in word {
+                weights[b as usize] += *count as f64;
+            }
+            let text = std::str::from_utf8(word).unwrap();
+            let bounds: Vec<usize> = text.char_indices().map(|(i, _)| i).chain([word.len()]).collect();
+            for (k, &start) in bounds.iter().enumerate() {
+                for &end in &bounds[k + 1..] {
+                    if end - start > longest {
+                        break;
+                    }
+                    let next = text[end..].chars().next().filter(|c| end - start + c.len_utf8() <= longest);
+                    let entry = substrings.entry(word[start..end].to_vec()).or_default();
+                    entry.0 += count;
+                    entry.1.insert(next);
+                    if k + 1 < bounds.len() && end == bounds[k + 1] && end - start > 1 {
+                        *characters.entry(word[start..end].to_vec()).or_default() += count;
+                    }
+                }
+            }
+        }
+        let mut characters: Vec<(Vec<u8>, u64)> = characters.into_iter().collect();
+        characters.sort_by(|a, b| b.1.cmp(&a.1).then_with(|| a.0.cmp(&b.0)));
+        for (bytes, frequency) in characters {
+            pieces.push(bytes);
+            weights.push(frequency as f64);
+        }
+        let mut chosen: Vec<(u64, Vec<u8>)> = substrings
+            .into_iter()
+            .filter(|(bytes, (frequency, next))| {
+                let one_character = std::str::from_utf8(bytes).unwrap().chars().count() == 1;
+                bytes.len() >= 2 && !one_character && *frequency >= 2 && (next.len() > 1 || next.contains(&None))
+            })
+            .map(|(bytes, (frequency, _))| (frequency * bytes.len() as u64, bytes))
+            .collect();
+        chosen.sort_by(|a, b| b.0.cmp(&a.0).then_with(|| a.1.cmp(&b.1)));
+        chosen.truncate(options.seed_size);
+        for (score, bytes) in chosen {
+            pieces.push(bytes);
+            weights.push(score as f64);
+        }
+        (pieces, weights)
+    }
+
+    fn options(rng: &mut SplitMix64) -> UnigramOptions {
+        UnigramOptions {
+            seed_size: below(rng, 40),
+            max_piece_bytes: 1 + below(rng, 7),
+            shrinking_factor: 0.5 + 0.4 * rng.next_f64(),
+            sub_iterations: 1 + below(rng, 3),
+        }
+    }
+
+    const ALPHABETS: [&[char]; 3] = [&['a', 'b'], &['a', 'b', 'c'], &['a', 'é', '€', 'b']];
+
+    #[test]
+    fn seeds_are_the_enumerated_substrings() {
+        let mut rng = SplitMix64::new(3);
+        for round in 0..300 {
+            let size = 1 + below(&mut rng, 10);
+            let words = random_words(&mut rng, ALPHABETS[round % ALPHABETS.len()], size, 8);
+            let options = options(&mut rng);
+            let (slices, counts): (Vec<&[u8]>, Vec<u64>) = words.iter().map(|(w, c)| (&w[..], *c)).unzip();
+            let got = seed_pieces(&slices, &counts, &options);
+            let want = brute_force_seeds(&words, &options);
+            assert_eq!(got.0, want.0, "{words:?}, seed size {}, max {} bytes", options.seed_size, options.max_piece_bytes);
+            assert_eq!(got.1, want.1);
+        }
+    }
+
+    /// Every segmentation of `word` into pieces with a finite score, as piece ids.
+    fn segmentations(word: &[u8], pieces: &[Vec<u8>], scores: &[f64]) -> Vec<Vec<u32>> {
+        if word.is_empty() {
+            return vec![Vec::new()];
+        }
+        let mut all = Vec::new();
+        for (id, piece) in pieces.iter().enumerate() {
+            if scores[id].is_finite() && word.starts_with(piece) {
+                for mut rest in segmentations(&word[piece.len()..], pieces, scores) {
+                    rest.insert(0, id as u32);
+                    all.push(rest);
+                }
+            }
+        }
+        all
+    }
+
+    /// The 256 bytes and up to `extra` random distinct pieces of 2 to 4 characters, with
+    /// random log-probabilities that sum (in probability) to 1.
+    fn random_model(rng: &mut SplitMix64, alphabet: &[char], extra: usize) -> (Vec<Vec<u8>>, Vec<f64>) {
+        let mut pieces: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+        for _ in 0..extra {
+            let piece: String = (0..2 + below(rng, 3))
+                .map(|_| alphabet[below(rng, alphabet.len())])
+                .collect();
+            if !pieces.contains(&piece.as_bytes().to_vec()) {
+                pieces.push(piece.into_bytes());
+            }
+        }
+        let weights: Vec<f64> = pieces.iter().map(|_| 0.05 + rng.next_f64()).collect();
+        let total: f64 = weights.iter().sum();
+        (pieces, weights.iter().map(|w| (w / total).ln()).collect())
+    }
+
+    #[test]
+    fn e_step_is_the_average_over_enumerated_segmentations() {
+        let mut rng = SplitMix64::new(5);
+        for round in 0..100 {
+            let alphabet = ALPHABETS[round % ALPHABETS.len()];
+            let size = 1 + below(&mut rng, 6);
+            let words = random_words(&mut rng, alphabet, size, 5);
+            let extra = below(&mut rng, 12);
+            let (pieces, mut scores) = random_model(&mut rng, alphabet, extra);
+            // Removed pieces (-inf) take no part.
+            for score in scores.iter_mut().skip(256) {
+                if below(&mut rng, 4) == 0 {
+                    *score = f64::NEG_INFINITY;
+                }
+            }
+            let (slices, counts): (Vec<&[u8]>, Vec<u64>) = words.iter().map(|(w, c)| (&w[..], *c)).unzip();
+            let model = Model::new(&slices, &counts, pieces.clone(), scores.clone());
+            let (expected, log_likelihood) = model.e_step();
+            let mut want = vec![0.0; pieces.len()];
+            let mut want_likelihood = 0.0;
+            let mut occurrences = 0.0;
+            for (word, count) in &words {
+                let all = segmentations(word, &pieces, &scores);
+                let log_probability = |s: &Vec<u32>| s.iter().map(|&t| scores[t as usize]).sum::<f64>();
+                let total: f64 = all.iter().map(|s| log_probability(s).exp()).sum();
+                want_likelihood += *count as f64 * total.ln();
+                for s in &all {
+                    let posterior = log_probability(s).exp() / total;
+                    for &t in s {
+                        want[t as usize] += *count as f64 * posterior;
+                    }
+                }
+                occurrences += (*count * word.len() as u64) as f64;
+            }
+            assert!(
+                (log_likelihood - want_likelihood).abs() <= 1e-9 * want_likelihood.abs().max(1.0),
+                "{words:?}: {log_likelihood} vs {want_likelihood}"
+            );
+            for (t, (&got, &want)) in expected.iter().zip(&want).enumerate() {
+                // Each edge's share is rounded to 2^-24 in the fixed-point sum.
+                assert!((got - want).abs() <= 1e-6 * occurrences, "{words:?}: piece {t} {got} vs {want}");
+            }
+        }
+    }
+
+    #[test]
+    fn textbook_em_never_lowers_the_likelihood() {
+        let mut rng = SplitMix64::new(9);
+        for round in 0..60 {
+            let alphabet = ALPHABETS[round % ALPHABETS.len()];
+            let size = 1 + below(&mut rng, 8);
+            let words = random_words(&mut rng, alphabet, size, 6);
+            let extra = 1 + below(&mut rng, 15);
+            let (pieces, scores) = random_model(&mut rng, alphabet, extra);
+            let (data, offsets, counts) = flat(&words);
+            let counted = PreTokenCounts::new(&data, &offsets, &counts).unwrap();
+            let (_, likelihoods) = em(&counted, pieces, scores, 8, false).unwrap();
+            for pair in likelihoods.windows(2) {
+                assert!(pair[1] >= pair[0] - 1e-9 * pair[0].abs(), "{words:?}: {likelihoods:?}");
+            }
+        }
+    }
+
+    #[test]
+    fn training_keeps_every_byte_and_the_budget() {
+        let mut rng = SplitMix64::new(13);
+        for round in 0..100 {
+            let alphabet = ALPHABETS[round % ALPHABETS.len()];
+            let size = 1 + below(&mut rng, 12);
+            let words = random_words(&mut rng, alphabet, size, 8);
+            let (data, offsets, counts) = flat(&words);
+            let counted = PreTokenCounts::new(&data, &offsets, &counts).unwrap();
+            let options = options(&mut rng);
+            let budget = below(&mut rng, 20);
+            let mut reported = Vec::new();
+            let trained = train(&counted, budget, &options, &mut |alive| reported.push(alive)).unwrap();
+            let vocab = &trained.vocab;
+            assert!((0..=255u8).all(|b| vocab[b as usize] == [b]));
+            assert_eq!(vocab.iter().collect::<BTreeSet<_>>().len(), vocab.len());
+            assert_eq!(trained.scores.len(), vocab.len());
+            assert!(trained.scores.iter().all(|s| s.is_finite()));
+            assert!(trained.scores[256..].windows(2).all(|pair| pair[0] >= pair[1]));
+            for piece in &vocab[256..] {
+                assert!((2..=options.max_piece_bytes).contains(&piece.len()));
+                assert!(std::str::from_utf8(piece).is_ok(), "{piece:?} cuts a character");
+                assert!(words.iter().any(|(w, _)| w.windows(piece.len()).any(|s| s == &piece[..])));
+            }
+            let alive: Vec<usize> = trained.history.iter().map(|round| round.pieces).collect();
+            assert_eq!(reported, alive);
+            assert!(alive.windows(2).all(|pair| pair[0] >= pair[1]));
+            let last = *alive.last().unwrap();
+            assert!(last <= ((256 + budget) as f64 * 1.1) as usize);
+            // The bytes, then the `budget` best of the pieces alive at the end.
+            assert_eq!(vocab.len(), 256 + budget.min(last - 256));
+        }
+    }
+}
