@@ -487,3 +487,146 @@ impl<R: MergeRule> MergesSegmenter<R> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn below(rng: &mut SplitMix64, n: usize) -> usize {
+        (rng.next_u64() % n as u64) as usize
+    }
+
+    /// The merge loop by hand: from the bytes' ids, join the adjacent pair of lowest rank
+    /// (the leftmost among equals) until no adjacent pair has one. A token is (id, bytes);
+    /// `join` gives a pair's (rank, merged id).
+    fn brute_force(
+        piece: &[u8],
+        byte_id: impl Fn(u8) -> u32,
+        join: impl Fn(&(u32, Vec<u8>), &(u32, Vec<u8>)) -> Option<(u32, u32)>,
+    ) -> Vec<u32> {
+        let mut tokens: Vec<(u32, Vec<u8>)> = piece.iter().map(|&b| (byte_id(b), vec![b])).collect();
+        loop {
+            let mut best: Option<(u32, u32, usize)> = None;
+            for i in 0..tokens.len().saturating_sub(1) {
+                if let Some((rank, merged)) = join(&tokens[i], &tokens[i + 1]) {
+                    if best.is_none_or(|(lowest, _, _)| rank < lowest) {
+                        best = Some((rank, merged, i));
+                    }
+                }
+            }
+            let Some((_, merged, i)) = best else {
+                return tokens.into_iter().map(|(id, _)| id).collect();
+            };
+            let right = tokens.remove(i + 1);
+            tokens[i].0 = merged;
+            tokens[i].1.extend(right.1);
+        }
+    }
+
+    /// Short pieces (the flat scan) and long ones (the buckets) over `alphabet`.
+    fn random_piece(rng: &mut SplitMix64, alphabet: &[u8]) -> Vec<u8> {
+        let length = if below(rng, 8) == 0 {
+            FLAT_SCAN_MAX_LEN + 1 + below(rng, 64)
+        } else {
+            1 + below(rng, 14)
+        };
+        (0..length).map(|_| alphabet[below(rng, alphabet.len())]).collect()
+    }
+
+    #[test]
+    fn merge_lists_replay_like_the_merge_loop() {
+        let mut rng = SplitMix64::new(17);
+        for _ in 0..300 {
+            let alphabet = &b"abcd"[..1 + below(&mut rng, 4)];
+            let count = 1 + below(&mut rng, 14);
+            // Merges may use tokens that later merges make, and may make an id that already
+            // exists (one of their own two, say), so a merge can bring a pair of lower rank than
+            // its own, or of the same rank to the left of the ones waiting.
+            let mut playing: Vec<u32> = alphabet.iter().map(|&b| u32::from(b)).collect();
+            playing.extend((0..count as u32).map(|k| 256 + k));
+            let mut tokens: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+            let mut merges: Vec<(u32, u32, u32)> = Vec::new();
+            for k in 0..count {
+                let made = playing.len() - count + k;
+                let (left, right) = loop {
+                    let pick = |rng: &mut SplitMix64| {
+                        let choices = if below(rng, 4) == 0 { playing.len() } else { made };
+                        playing[below(rng, choices)]
+                    };
+                    let pair = (pick(&mut rng), pick(&mut rng));
+                    if !merges.iter().any(|&(l, r, _)| (l, r) == pair) {
+                        break pair;
+                    }
+                };
+                let merged = match below(&mut rng, 8) {
+                    0 => playing[below(&mut rng, playing.len())],
+                    1 => [left, right][below(&mut rng, 2)],
+                    _ => 256 + k as u32,
+                };
+                let bytes = match (tokens.get(left as usize), tokens.get(right as usize)) {
+                    (Some(l), Some(r)) => [&l[..], r].concat(),
+                    _ => vec![alphabet[0]; 2 + k % 3],
+                };
+                tokens.push(bytes);
+                merges.push((left, right, merged));
+            }
+            let segmenter = from_merges(&tokens, &merges).unwrap();
+            let ranks: HashMap<(u32, u32), (u32, u32)> = merges
+                .iter()
+                .enumerate()
+                .map(|(rank, &(l, r, merged))| ((l, r), (rank as u32, merged)))
+                .collect();
+            let join = |l: &(u32, Vec<u8>), r: &(u32, Vec<u8>)| ranks.get(&(l.0, r.0)).copied();
+            for _ in 0..12 {
+                let piece = random_piece(&mut rng, alphabet);
+                let mut got = Vec::new();
+                segmenter.segment(&piece, &mut got);
+                let want = brute_force(&piece, u32::from, join);
+                assert_eq!(got, want, "{merges:?} on {:?}", String::from_utf8_lossy(&piece));
+            }
+        }
+    }
+
+    #[test]
+    fn byte_ranks_merge_like_the_merge_loop() {
+        let mut rng = SplitMix64::new(19);
+        for _ in 0..300 {
+            let alphabet = &b"abcd"[..1 + below(&mut rng, 4)];
+            let mut vocab: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+            for _ in 0..below(&mut rng, 20) {
+                let token: Vec<u8> = (0..2 + below(&mut rng, 4))
+                    .map(|_| alphabet[below(&mut rng, alphabet.len())])
+                    .collect();
+                if !vocab.contains(&token) {
+                    vocab.push(token);
+                }
+            }
+            // Ranks in random order, bytes among them.
+            for i in (1..vocab.len()).rev() {
+                vocab.swap(i, below(&mut rng, i + 1));
+            }
+            let segmenter = from_ranks(&vocab).unwrap();
+            let ranks: HashMap<&[u8], u32> = vocab.iter().enumerate().map(|(r, t)| (&t[..], r as u32)).collect();
+            let rank = |bytes: &[u8]| ranks.get(bytes).copied();
+            let join = |l: &(u32, Vec<u8>), r: &(u32, Vec<u8>)| {
+                rank(&[&l.1[..], &r.1].concat()).map(|r| (r, r))
+            };
+            for _ in 0..12 {
+                // Pieces that are whole tokens are answered directly, as tiktoken does.
+                let piece = if below(&mut rng, 5) == 0 {
+                    vocab[below(&mut rng, vocab.len())].clone()
+                } else {
+                    random_piece(&mut rng, alphabet)
+                };
+                let mut got = Vec::new();
+                segmenter.segment(&piece, &mut got);
+                let want = match rank(&piece) {
+                    Some(id) => vec![id],
+                    None => brute_force(&piece, |b| rank(&[b]).unwrap(), join),
+                };
+                assert_eq!(got, want, "on {:?}", String::from_utf8_lossy(&piece));
+            }
+        }
+    }
+}
