@@ -397,3 +397,149 @@ impl Segmenter for Viterbi {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn below(rng: &mut SplitMix64, n: usize) -> usize {
+        (rng.next_u64() % n as u64) as usize
+    }
+
+    /// A cut of a piece: its tokens, the start of each, and its score summed left to right.
+    struct Cut {
+        tokens: Vec<u32>,
+        starts: Vec<usize>,
+        score: f64,
+    }
+
+    /// Every cut of `piece` into tokens of `vocab` (a spelling stands for its first id).
+    fn cuts(piece: &[u8], vocab: &[Vec<u8>], scores: &[f64]) -> Vec<Cut> {
+        let mut first: HashMap<&[u8], u32> = HashMap::new();
+        for (id, token) in vocab.iter().enumerate() {
+            first.entry(&token[..]).or_insert(id as u32);
+        }
+        let longest = vocab.iter().map(|t| t.len()).max().unwrap_or(0);
+        let mut done = Vec::new();
+        let mut open = vec![Cut {
+            tokens: Vec::new(),
+            starts: Vec::new(),
+            score: 0.0,
+        }];
+        while let Some(cut) = open.pop() {
+            let at: usize = cut.tokens.iter().map(|&t| vocab[t as usize].len()).sum();
+            if at == piece.len() {
+                done.push(cut);
+                continue;
+            }
+            for end in at + 1..=piece.len().min(at + longest) {
+                if let Some(&id) = first.get(&piece[at..end]) {
+                    let mut longer = Cut {
+                        tokens: cut.tokens.clone(),
+                        starts: cut.starts.clone(),
+                        score: cut.score + scores[id as usize],
+                    };
+                    longer.tokens.push(id);
+                    longer.starts.push(at);
+                    open.push(longer);
+                }
+            }
+        }
+        // Best first; among equal scores the earliest last start, then the one before it, ...
+        done.sort_by(|a, b| {
+            b.score
+                .total_cmp(&a.score)
+                .then_with(|| a.starts.iter().rev().cmp(b.starts.iter().rev()))
+        });
+        done
+    }
+
+    /// The 256 bytes and random tokens of 2 to 4 bytes over "abc" (some spelled twice), with
+    /// small integer scores: sums are exact and ties are common.
+    fn random_vocab(rng: &mut SplitMix64) -> (Vec<Vec<u8>>, Vec<f64>) {
+        let mut vocab: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+        for _ in 0..below(rng, 16) {
+            vocab.push((0..2 + below(rng, 3)).map(|_| b"abc"[below(rng, 3)]).collect());
+        }
+        let scores = vocab.iter().map(|_| -1.0 - below(rng, 6) as f64).collect();
+        (vocab, scores)
+    }
+
+    /// Short pieces over "abc", and long ones (past the stack buffers) of a filler byte that no
+    /// token holds with a few short "abc" islands, whose cuts are few enough to enumerate.
+    fn random_piece(rng: &mut SplitMix64) -> Vec<u8> {
+        if below(rng, 6) > 0 {
+            return (0..1 + below(rng, 9)).map(|_| b"abc"[below(rng, 3)]).collect();
+        }
+        let mut piece = vec![b'z'; 64 + below(rng, 40)];
+        for _ in 0..3 {
+            let at = below(rng, piece.len() - 4);
+            for byte in &mut piece[at..at + 4] {
+                *byte = b"abc"[below(rng, 3)];
+            }
+        }
+        piece
+    }
+
+    #[test]
+    fn best_cuts_are_the_best_enumerated() {
+        let mut rng = SplitMix64::new(23);
+        for _ in 0..300 {
+            let (vocab, scores) = random_vocab(&mut rng);
+            let viterbi = Viterbi::new(&vocab, &scores).unwrap();
+            for _ in 0..8 {
+                let piece = random_piece(&mut rng);
+                let all = cuts(&piece, &vocab, &scores);
+                let best = &all[0];
+                let mut got = Vec::new();
+                viterbi.segment(&piece, &mut got);
+                assert_eq!(got, best.tokens, "{:?}", String::from_utf8_lossy(&piece));
+                let mut edges = Vec::new();
+                viterbi.lattice(&piece, &mut edges);
+                let path = best_path(&edges, piece.len(), |t| scores[t as usize]);
+                assert_eq!(path, Some((best.score, best.tokens.clone())));
+                let n = 1 + below(&mut rng, all.len() + 2);
+                let want: Vec<(Vec<u32>, f64)> = all.iter().take(n).map(|c| (c.tokens.clone(), c.score)).collect();
+                assert_eq!(viterbi.nbest(&piece, n), want, "{:?}", String::from_utf8_lossy(&piece));
+            }
+        }
+    }
+
+    #[test]
+    fn forward_backward_sums_the_enumerated_cuts() {
+        let mut rng = SplitMix64::new(29);
+        for _ in 0..200 {
+            let (vocab, mut scores) = random_vocab(&mut rng);
+            for score in &mut scores {
+                *score *= 0.37;
+            }
+            let viterbi = Viterbi::new(&vocab, &scores).unwrap();
+            let piece = random_piece(&mut rng);
+            let all = cuts(&piece, &vocab, &scores);
+            let total: f64 = all.iter().map(|c| c.score.exp()).sum();
+            let mut want = vec![0.0; vocab.len()];
+            for cut in &all {
+                for &t in &cut.tokens {
+                    want[t as usize] += cut.score.exp() / total;
+                }
+            }
+            let mut edges = Vec::new();
+            viterbi.lattice(&piece, &mut edges);
+            let mut got = vec![0.0; vocab.len()];
+            let (mut forward, mut backward) = (Vec::new(), Vec::new());
+            let log_total = forward_backward(
+                &edges,
+                piece.len(),
+                |t| scores[t as usize],
+                &mut forward,
+                &mut backward,
+                |t, p| got[t as usize] += p,
+            );
+            assert!((log_total - total.ln()).abs() <= 1e-9 * total.ln().abs().max(1.0));
+            for (t, (&got, &want)) in got.iter().zip(&want).enumerate() {
+                assert!((got - want).abs() <= 1e-9, "token {t}: {got} vs {want}");
+            }
+        }
+    }
+}
