@@ -628,3 +628,346 @@ impl TokenGraph {
         mu
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::segment::rng::SplitMix64;
+    use std::collections::{BTreeMap, HashMap};
+
+    fn below(rng: &mut SplitMix64, n: usize) -> usize {
+        (rng.next_u64() % n as u64) as usize
+    }
+
+    /// Up to `words` distinct random pre-tokens of 1 to 8 bytes over `alphabet`, sorted as
+    /// counts are, with counts 1 to 5.
+    fn random_words(rng: &mut SplitMix64, alphabet: &[u8], words: usize) -> Vec<(Vec<u8>, u64)> {
+        let mut counted: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
+        for _ in 0..words {
+            let word = (0..1 + below(rng, 8))
+                .map(|_| alphabet[below(rng, alphabet.len())])
+                .collect();
+            counted.insert(word, 1 + below(rng, 5) as u64);
+        }
+        counted.into_iter().collect()
+    }
+
+    fn graph_of(words: &[(Vec<u8>, u64)], max_len: usize) -> TokenGraph {
+        let data = words.iter().flat_map(|(word, _)| word.iter().copied()).collect();
+        let mut offsets = vec![0];
+        for (word, _) in words {
+            offsets.push(offsets.last().unwrap() + word.len());
+        }
+        TokenGraph::new(data, offsets, words.iter().map(|&(_, count)| count).collect(), max_len)
+    }
+
+    /// Every token edge (w, i, j): pre-token w's substring [i, j) of 2 to `max_len` bytes, in
+    /// pre-token order, then i, then j.
+    fn token_edges(words: &[(Vec<u8>, u64)], max_len: usize) -> Vec<(usize, usize, usize)> {
+        let mut edges = Vec::new();
+        for (w, (word, _)) in words.iter().enumerate() {
+            for i in 0..word.len() {
+                for j in i + 2..=word.len() {
+                    if j - i <= max_len {
+                        edges.push((w, i, j));
+                    }
+                }
+            }
+        }
+        edges
+    }
+
+    /// Every path from node 0 to node `len`, as its steps (i, j) of any length.
+    fn paths(len: usize) -> Vec<Vec<(usize, usize)>> {
+        if len == 0 {
+            return vec![Vec::new()];
+        }
+        let mut all = Vec::new();
+        for last in 0..len {
+            for mut path in paths(last) {
+                path.push((last, len));
+                all.push(path);
+            }
+        }
+        all
+    }
+
+    const MAX_LENS: [usize; 5] = [2, 3, 4, 6, usize::MAX];
+
+    #[test]
+    fn colours_are_the_enumerated_substrings() {
+        let mut rng = SplitMix64::new(31);
+        for round in 0..200 {
+            let alphabet = &b"abc"[..1 + round % 3];
+            let size = 1 + below(&mut rng, 8);
+            let words = random_words(&mut rng, alphabet, size);
+            let max_len = MAX_LENS[below(&mut rng, MAX_LENS.len())];
+            let graph = graph_of(&words, max_len);
+            let edges = token_edges(&words, max_len);
+            assert_eq!(graph.num_edges(), edges.len());
+            for (w, (word, _)) in words.iter().enumerate() {
+                // Nodes 0..=len; the pre-token's edges are a run of the edge arrays.
+                assert_eq!(graph.word_len(w), word.len());
+                let first = edges.iter().position(|&(v, _, _)| v >= w).unwrap_or(edges.len());
+                assert_eq!(graph.edge_start[w], first);
+            }
+            assert_eq!(graph.edge_start[words.len()], edges.len());
+            // Colours: the distinct substrings, numbered in order of first occurrence, each with
+            // its length and the sum of the counts of its occurrences.
+            let mut colours: Vec<&[u8]> = Vec::new();
+            let mut frequency: HashMap<&[u8], u64> = HashMap::new();
+            for &(w, i, j) in &edges {
+                let bytes = &words[w].0[i..j];
+                if !colours.contains(&bytes) {
+                    colours.push(bytes);
+                }
+                *frequency.entry(bytes).or_default() += words[w].1;
+            }
+            assert_eq!(graph.num_colours(), colours.len());
+            for (e, &(w, i, j)) in edges.iter().enumerate() {
+                let bytes = &words[w].0[i..j];
+                let colour = graph.edge_colours()[e];
+                assert_eq!(colours.iter().position(|&c| c == bytes), Some(colour as usize));
+                assert_eq!(graph.colour_bytes(colour), Ok(bytes));
+            }
+            for (t, &bytes) in colours.iter().enumerate() {
+                assert_eq!(graph.colour_lengths()[t] as usize, bytes.len());
+                assert_eq!(graph.colour_frequencies()[t], frequency[bytes]);
+            }
+            let none = colours.len() as u32;
+            assert_eq!(graph.colour_bytes(none), Err(GraphError::Colour(none)));
+        }
+    }
+
+    #[test]
+    fn shortest_paths_are_the_cheapest_enumerated() {
+        let mut rng = SplitMix64::new(37);
+        for round in 0..200 {
+            let alphabet = &b"abc"[..1 + round % 3];
+            let size = 1 + below(&mut rng, 8);
+            let words = random_words(&mut rng, alphabet, size);
+            let max_len = MAX_LENS[below(&mut rng, MAX_LENS.len())];
+            let graph = graph_of(&words, max_len);
+            let edges = token_edges(&words, max_len);
+            let index: HashMap<(usize, usize, usize), usize> =
+                edges.iter().enumerate().map(|(e, &edge)| (edge, e)).collect();
+            // Quarters: every sum below is exact.
+            let mu: Vec<f64> = edges.iter().map(|_| below(&mut rng, 12) as f64 / 4.0).collect();
+            let (total, on_path) = graph.shortest_paths(&mu);
+            let mut want = 0.0;
+            for (w, (word, count)) in words.iter().enumerate() {
+                let count = *count as f64;
+                let cost = |path: &[(usize, usize)]| -> Option<f64> {
+                    path.iter()
+                        .map(|&(i, j)| match j - i {
+                            1 => Some(count),
+                            _ => index.get(&(w, i, j)).map(|&e| count + mu[e]),
+                        })
+                        .sum()
+                };
+                let cheapest = paths(word.len())
+                    .iter()
+                    .filter_map(|p| cost(p))
+                    .fold(f64::INFINITY, f64::min);
+                want += cheapest;
+                // The marked edges of w, with byte edges between them, make a cheapest path.
+                let mut marked: Vec<(usize, usize)> = edges
+                    .iter()
+                    .enumerate()
+                    .filter(|&(e, &(v, _, _))| v == w && on_path[e] == 1)
+                    .map(|(_, &(_, i, j))| (i, j))
+                    .collect();
+                marked.sort();
+                let mut path = Vec::new();
+                let mut at = 0;
+                for (i, j) in marked {
+                    assert!(i >= at, "{word:?}: marked edges overlap");
+                    path.extend((at..i).map(|k| (k, k + 1)));
+                    path.push((i, j));
+                    at = j;
+                }
+                path.extend((at..word.len()).map(|k| (k, k + 1)));
+                assert_eq!(cost(&path), Some(cheapest), "{word:?}");
+            }
+            assert_eq!(total, want, "{words:?}, max_len {max_len}");
+        }
+    }
+
+    #[test]
+    fn uncapped_paths_price_the_long_substrings() {
+        let mut rng = SplitMix64::new(41);
+        for round in 0..200 {
+            let alphabet = &b"abc"[..1 + round % 3];
+            let size = 1 + below(&mut rng, 8);
+            let words = random_words(&mut rng, alphabet, size);
+            let max_len = 2 + below(&mut rng, 3);
+            let graph = graph_of(&words, max_len);
+            let edges = token_edges(&words, max_len);
+            let index: HashMap<(usize, usize, usize), usize> =
+                edges.iter().enumerate().map(|(e, &edge)| (edge, e)).collect();
+            let mu: Vec<f64> = edges.iter().map(|_| 3.0 * rng.next_f64()).collect();
+            let theta = 0.1 + 5.0 * rng.next_f64();
+            // A substring longer than max_len costs n_w + theta n_w / F x LONG_EDGE_SHARE, F the
+            // least weighted frequency of its max_len-byte windows.
+            let window_frequency = |w: usize, a: usize| {
+                let colour = graph.edge_colours()[index[&(w, a, a + max_len)]];
+                graph.colour_frequencies()[colour as usize] as f64
+            };
+            let mut want = 0.0;
+            for (w, (word, count)) in words.iter().enumerate() {
+                let count = *count as f64;
+                let step = |(i, j): (usize, usize)| match j - i {
+                    1 => count,
+                    length if length <= max_len => count + mu[index[&(w, i, j)]],
+                    _ => {
+                        let fewest = (i..=j - max_len)
+                            .map(|a| window_frequency(w, a))
+                            .fold(f64::INFINITY, f64::min);
+                        count + theta * count * LONG_EDGE_SHARE / fewest
+                    }
+                };
+                want += paths(word.len())
+                    .iter()
+                    .map(|path| path.iter().map(|&s| step(s)).sum::<f64>())
+                    .fold(f64::INFINITY, f64::min);
+            }
+            let got = graph.uncapped_shortest_paths(&mu, theta);
+            assert!(
+                (got - want).abs() <= 1e-12 * want,
+                "{words:?}, max_len {max_len}: {got} vs {want}"
+            );
+        }
+    }
+
+    #[test]
+    fn reduced_lp_keeps_the_shortest_paths_of_candidate_edges() {
+        let mut rng = SplitMix64::new(43);
+        for round in 0..200 {
+            let alphabet = &b"abc"[..1 + round % 3];
+            let size = 1 + below(&mut rng, 8);
+            let words = random_words(&mut rng, alphabet, size);
+            let max_len = MAX_LENS[below(&mut rng, MAX_LENS.len())];
+            let mut graph = graph_of(&words, max_len);
+            let edges = token_edges(&words, max_len);
+            let index: HashMap<(usize, usize, usize), usize> =
+                edges.iter().enumerate().map(|(e, &edge)| (edge, e)).collect();
+            let candidate: Vec<bool> = (0..graph.num_colours())
+                .map(|_| below(&mut rng, 3) > 0)
+                .collect();
+            let lp = graph.reduced_lp(&candidate);
+            assert!(lp.lp_colours.iter().all(|&t| candidate[t as usize]));
+            // Its segments by enumeration: a pre-token is cut at every position that no candidate
+            // edge jumps over; a one-byte segment is a constant, the others merge by their bytes
+            // (numbered by first occurrence) and keep the nodes that candidate edges touch.
+            let is_candidate = |&(w, i, j): &(usize, usize, usize)| {
+                candidate[graph.edge_colours()[index[&(w, i, j)]] as usize]
+            };
+            let mut constant = 0.0;
+            let mut segments: Vec<(&[u8], f64)> = Vec::new();
+            let (mut nodes, mut priced) = (0, 0);
+            for (w, (word, count)) in words.iter().enumerate() {
+                let inside = edges.iter().filter(|&&(v, _, _)| v == w).filter(|e| is_candidate(e));
+                let mut cuts: Vec<usize> = (1..word.len())
+                    .filter(|&p| !inside.clone().any(|&(_, i, j)| i < p && p < j))
+                    .collect();
+                cuts.insert(0, 0);
+                cuts.push(word.len());
+                for pair in cuts.windows(2) {
+                    let (a, b) = (pair[0], pair[1]);
+                    if b - a == 1 {
+                        constant += *count as f64;
+                        continue;
+                    }
+                    let bytes = &word[a..b];
+                    match segments.iter_mut().find(|(s, _)| *s == bytes) {
+                        Some((_, weight)) => *weight += *count as f64,
+                        None => {
+                            segments.push((bytes, *count as f64));
+                            let here: Vec<(usize, usize)> = inside
+                                .clone()
+                                .filter(|&&(_, i, j)| a <= i && j <= b)
+                                .map(|&(_, i, j)| (i, j))
+                                .collect();
+                            let mut touched: Vec<usize> =
+                                here.iter().flat_map(|&(i, j)| [i, j]).chain([a, b]).collect();
+                            touched.sort();
+                            touched.dedup();
+                            nodes += touched.len();
+                            priced += here.len();
+                        }
+                    }
+                }
+            }
+            assert_eq!(lp.constant, constant);
+            let weights: Vec<f64> = segments.iter().map(|&(_, weight)| weight).collect();
+            assert_eq!(lp.segment_weight, weights);
+            assert_eq!(lp.node_supply.len(), nodes);
+            assert_eq!(lp.free_tail.len(), nodes - segments.len());
+            assert_eq!(lp.priced_tail.len(), priced);
+            let priced = lp.priced_tail.len();
+            let lp_mu: Vec<f64> = (0..priced).map(|_| 2.0 * rng.next_f64()).collect();
+            // The reduced LP's value at lp_mu: its constant plus a shortest path through each
+            // merged segment (nodes from supply -1 to supply 1, edges forward in node order).
+            let mut arcs: Vec<(u32, u32, f64)> = Vec::new();
+            for k in 0..lp.free_tail.len() {
+                arcs.push((lp.free_tail[k], lp.free_head[k], lp.free_cost[k]));
+            }
+            for k in 0..priced {
+                assert!(candidate[lp.lp_colours[lp.priced_colour[k] as usize] as usize]);
+                arcs.push((lp.priced_tail[k], lp.priced_head[k], lp.priced_cost[k] + lp_mu[k]));
+            }
+            arcs.sort_by_key(|&(tail, head, _)| (tail, head));
+            let mut dist: Vec<f64> = lp
+                .node_supply
+                .iter()
+                .map(|&s| if s < 0.0 { 0.0 } else { f64::INFINITY })
+                .collect();
+            for &(tail, head, cost) in &arcs {
+                assert!(tail < head);
+                dist[head as usize] = dist[head as usize].min(dist[tail as usize] + cost);
+            }
+            let ends = (0..dist.len()).filter(|&v| lp.node_supply[v] > 0.0);
+            let reduced = lp.constant + ends.map(|v| dist[v]).sum::<f64>();
+            // By enumeration: each pre-token's cheapest path over byte edges and candidate edges
+            // only, at the prices spread from the LP.
+            let mu = graph.prices_from_lp(&lp_mu);
+            let mut want = 0.0;
+            for (w, (word, count)) in words.iter().enumerate() {
+                let count = *count as f64;
+                let cost = |path: &[(usize, usize)]| -> Option<f64> {
+                    path.iter()
+                        .map(|&(i, j)| match j - i {
+                            1 => Some(count),
+                            _ => index
+                                .get(&(w, i, j))
+                                .filter(|&&e| candidate[graph.edge_colours()[e] as usize])
+                                .map(|&e| count + mu[e]),
+                        })
+                        .sum()
+                };
+                want += paths(word.len())
+                    .iter()
+                    .filter_map(|p| cost(p))
+                    .fold(f64::INFINITY, f64::min);
+            }
+            assert!(
+                (reduced - want).abs() <= 1e-9 * want,
+                "{words:?}, max_len {max_len}: {reduced} vs {want}"
+            );
+            // Pricing the dropped edges makes none of them a shortcut: the full graph's shortest
+            // paths cost the same, and the candidate edges keep their prices.
+            let full = graph.price_dropped(&mu);
+            assert!(full.iter().all(|&m| m >= 0.0));
+            for (e, &m) in full.iter().enumerate() {
+                if candidate[graph.edge_colours()[e] as usize] {
+                    assert_eq!(m, mu[e]);
+                }
+            }
+            let (total, _) = graph.shortest_paths(&full);
+            assert!(
+                (total - want).abs() <= 1e-9 * want,
+                "{words:?}, max_len {max_len}: {total} vs {want}"
+            );
+        }
+    }
+}
