@@ -505,7 +505,8 @@ mod tests {
         byte_id: impl Fn(u8) -> u32,
         join: impl Fn(&(u32, Vec<u8>), &(u32, Vec<u8>)) -> Option<(u32, u32)>,
     ) -> Vec<u32> {
-        let mut tokens: Vec<(u32, Vec<u8>)> = piece.iter().map(|&b| (byte_id(b), vec![b])).collect();
+        let mut tokens: Vec<(u32, Vec<u8>)> =
+            piece.iter().map(|&b| (byte_id(b), vec![b])).collect();
         loop {
             let mut best: Option<(u32, u32, usize)> = None;
             for i in 0..tokens.len().saturating_sub(1) {
@@ -607,7 +608,8 @@ mod tests {
                 vocab.swap(i, below(&mut rng, i + 1));
             }
             let segmenter = from_ranks(&vocab).unwrap();
-            let ranks: HashMap<&[u8], u32> = vocab.iter().enumerate().map(|(r, t)| (&t[..], r as u32)).collect();
+            let ranks: HashMap<&[u8], u32> =
+                vocab.iter().enumerate().map(|(r, t)| (&t[..], r as u32)).collect();
             let rank = |bytes: &[u8]| ranks.get(bytes).copied();
             let join = |l: &(u32, Vec<u8>), r: &(u32, Vec<u8>)| {
                 rank(&[&l.1[..], &r.1].concat()).map(|r| (r, r))

@@ -500,7 +500,8 @@ mod tests {
                 let path = best_path(&edges, piece.len(), |t| scores[t as usize]);
                 assert_eq!(path, Some((best.score, best.tokens.clone())));
                 let n = 1 + below(&mut rng, all.len() + 2);
-                let want: Vec<(Vec<u32>, f64)> = all.iter().take(n).map(|c| (c.tokens.clone(), c.score)).collect();
+                let want: Vec<(Vec<u32>, f64)> =
+                    all.iter().take(n).map(|c| (c.tokens.clone(), c.score)).collect();
                 assert_eq!(viterbi.nbest(&piece, n), want, "{:?}", String::from_utf8_lossy(&piece));
             }
         }

@@ -330,7 +330,7 @@ mod tests {
     /// The naive trainer: recount every adjacent pair of the current words, weighted by their
     /// counts; merge the most frequent (ties: the smallest (left, right)) in every word, left to
     /// right; repeat until `num_merges` or no pair is seen `min_frequency` times.
-    fn naive(words: &[(Vec<u8>, u64)], num_merges: usize, min_frequency: u64) -> (Vec<(u32, u32)>, Vec<u64>) {
+    fn naive(words: &[(Vec<u8>, u64)], num_merges: usize, min_frequency: u64) -> Trained {
         let mut words: Vec<(Vec<u32>, u64)> = words
             .iter()
             .map(|(word, count)| (word.iter().map(|&b| u32::from(b)).collect(), *count))
@@ -350,7 +350,7 @@ mod tests {
                     best = Some((pair, count));
                 }
             }
-            let Some(((left, right), count)) = best.filter(|&(_, count)| count >= min_frequency.max(1)) else {
+            let Some(((left, right), count)) = best.filter(|&(_, n)| n >= min_frequency.max(1)) else {
                 break;
             };
             let token = 256 + merges.len() as u32;
@@ -371,7 +371,7 @@ mod tests {
             merges.push((left, right));
             counts.push(count);
         }
-        (merges, counts)
+        Trained { merges, counts }
     }
 
     #[test]
@@ -394,7 +394,8 @@ mod tests {
                 min_frequency: below(&mut rng, 4) as u64,
                 progress_every: 1 + below(&mut rng, 5),
             };
-            let (merges, merge_counts) = naive(&words, options.num_merges, options.min_frequency);
+            let Trained { merges, counts: merge_counts } =
+                naive(&words, options.num_merges, options.min_frequency);
             let mut reported = Vec::new();
             let trained = train(&counted, &options, None, &mut |done| {
                 reported.push(done);

@@ -660,7 +660,12 @@ mod tests {
 
     /// Up to `words` distinct random words of 1 to `longest` characters from `alphabet`, sorted,
     /// with counts 1 to 4.
-    fn random_words(rng: &mut SplitMix64, alphabet: &[char], words: usize, longest: usize) -> Vec<(Vec<u8>, u64)> {
+    fn random_words(
+        rng: &mut SplitMix64,
+        alphabet: &[char],
+        words: usize,
+        longest: usize,
+    ) -> Vec<(Vec<u8>, u64)> {
         let mut counted: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
         for _ in 0..words {
             let word: String = (0..1 + below(rng, longest))
@@ -687,7 +692,10 @@ mod tests {
     /// always followed by the same character (a character that would not fit in
     /// `max_piece_bytes`, or the end of the word, counts as none), the `seed_size` with the
     /// highest frequency x length (ties: bytewise smallest), in that order, weighted by it.
-    fn brute_force_seeds(words: &[(Vec<u8>, u64)], options: &UnigramOptions) -> (Vec<Vec<u8>>, Vec<f64>) {
+    fn brute_force_seeds(
+        words: &[(Vec<u8>, u64)],
+        options: &UnigramOptions,
+    ) -> (Vec<Vec<u8>>, Vec<f64>) {
         let longest = options.max_piece_bytes.max(1);
         let mut pieces: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
         let mut weights = vec![0.0; 256];
@@ -698,13 +706,17 @@ mod tests {
                 weights[b as usize] += *count as f64;
             }
             let text = std::str::from_utf8(word).unwrap();
-            let bounds: Vec<usize> = text.char_indices().map(|(i, _)| i).chain([word.len()]).collect();
+            let bounds: Vec<usize> =
+                text.char_indices().map(|(i, _)| i).chain([word.len()]).collect();
             for (k, &start) in bounds.iter().enumerate() {
                 for &end in &bounds[k + 1..] {
                     if end - start > longest {
                         break;
                     }
-                    let next = text[end..].chars().next().filter(|c| end - start + c.len_utf8() <= longest);
+                    let next = text[end..]
+                        .chars()
+                        .next()
+                        .filter(|c| end - start + c.len_utf8() <= longest);
                     let entry = substrings.entry(word[start..end].to_vec()).or_default();
                     entry.0 += count;
                     entry.1.insert(next);
@@ -724,7 +736,8 @@ mod tests {
             .into_iter()
             .filter(|(bytes, (frequency, next))| {
                 let one_character = std::str::from_utf8(bytes).unwrap().chars().count() == 1;
-                bytes.len() >= 2 && !one_character && *frequency >= 2 && (next.len() > 1 || next.contains(&None))
+                let branches = next.len() > 1 || next.contains(&None);
+                bytes.len() >= 2 && !one_character && *frequency >= 2 && branches
             })
             .map(|(bytes, (frequency, _))| (frequency * bytes.len() as u64, bytes))
             .collect();
@@ -755,10 +768,12 @@ mod tests {
             let size = 1 + below(&mut rng, 10);
             let words = random_words(&mut rng, ALPHABETS[round % ALPHABETS.len()], size, 8);
             let options = options(&mut rng);
-            let (slices, counts): (Vec<&[u8]>, Vec<u64>) = words.iter().map(|(w, c)| (&w[..], *c)).unzip();
+            let (slices, counts): (Vec<&[u8]>, Vec<u64>) =
+                words.iter().map(|(w, c)| (&w[..], *c)).unzip();
             let got = seed_pieces(&slices, &counts, &options);
             let want = brute_force_seeds(&words, &options);
-            assert_eq!(got.0, want.0, "{words:?}, seed size {}, max {} bytes", options.seed_size, options.max_piece_bytes);
+            let (size, longest) = (options.seed_size, options.max_piece_bytes);
+            assert_eq!(got.0, want.0, "{words:?}, seed size {size}, max {longest} bytes");
             assert_eq!(got.1, want.1);
         }
     }
@@ -782,7 +797,11 @@ mod tests {
 
     /// The 256 bytes and up to `extra` random distinct pieces of 2 to 4 characters, with
     /// random log-probabilities that sum (in probability) to 1.
-    fn random_model(rng: &mut SplitMix64, alphabet: &[char], extra: usize) -> (Vec<Vec<u8>>, Vec<f64>) {
+    fn random_model(
+        rng: &mut SplitMix64,
+        alphabet: &[char],
+        extra: usize,
+    ) -> (Vec<Vec<u8>>, Vec<f64>) {
         let mut pieces: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
         for _ in 0..extra {
             let piece: String = (0..2 + below(rng, 3))
@@ -812,7 +831,8 @@ mod tests {
                     *score = f64::NEG_INFINITY;
                 }
             }
-            let (slices, counts): (Vec<&[u8]>, Vec<u64>) = words.iter().map(|(w, c)| (&w[..], *c)).unzip();
+            let (slices, counts): (Vec<&[u8]>, Vec<u64>) =
+                words.iter().map(|(w, c)| (&w[..], *c)).unzip();
             let model = Model::new(&slices, &counts, pieces.clone(), scores.clone());
             let (expected, log_likelihood) = model.e_step();
             let mut want = vec![0.0; pieces.len()];
@@ -820,7 +840,8 @@ mod tests {
             let mut occurrences = 0.0;
             for (word, count) in &words {
                 let all = segmentations(word, &pieces, &scores);
-                let log_probability = |s: &Vec<u32>| s.iter().map(|&t| scores[t as usize]).sum::<f64>();
+                let log_probability =
+                    |s: &Vec<u32>| s.iter().map(|&t| scores[t as usize]).sum::<f64>();
                 let total: f64 = all.iter().map(|s| log_probability(s).exp()).sum();
                 want_likelihood += *count as f64 * total.ln();
                 for s in &all {
@@ -837,7 +858,10 @@ mod tests {
             );
             for (t, (&got, &want)) in expected.iter().zip(&want).enumerate() {
                 // Each edge's share is rounded to 2^-24 in the fixed-point sum.
-                assert!((got - want).abs() <= 1e-6 * occurrences, "{words:?}: piece {t} {got} vs {want}");
+                assert!(
+                    (got - want).abs() <= 1e-6 * occurrences,
+                    "{words:?}: piece {t} {got} vs {want}"
+                );
             }
         }
     }
@@ -872,7 +896,8 @@ mod tests {
             let options = options(&mut rng);
             let budget = below(&mut rng, 20);
             let mut reported = Vec::new();
-            let trained = train(&counted, budget, &options, &mut |alive| reported.push(alive)).unwrap();
+            let trained =
+                train(&counted, budget, &options, &mut |alive| reported.push(alive)).unwrap();
             let vocab = &trained.vocab;
             assert!((0..=255u8).all(|b| vocab[b as usize] == [b]));
             assert_eq!(vocab.iter().collect::<BTreeSet<_>>().len(), vocab.len());

@@ -399,14 +399,17 @@ mod tests {
             let allowed = |(left, right): (u32, u32)| {
                 let (bytes, continuation) = (&tokens[left as usize].0, tokens[left as usize].1);
                 let joined = [&bytes[..], &tokens[right as usize].0].concat();
-                continuation || marker.is_none_or(|m| joined.len() <= m.len() || !joined.starts_with(m))
+                continuation
+                    || marker.is_none_or(|m| joined.len() <= m.len() || !joined.starts_with(m))
             };
             let mut best: Option<((u32, u32), u64)> = None;
             for (&pair, &count) in &pairs {
                 if count < min_frequency.max(1) || !allowed(pair) {
                     continue;
                 }
-                let score = |(a, b): (u32, u32), n: u64| (n, uses[a as usize] as u128 * uses[b as usize] as u128);
+                let score = |(a, b): (u32, u32), n: u64| {
+                    (n, uses[a as usize] as u128 * uses[b as usize] as u128)
+                };
                 let better = best.is_none_or(|(other, n)| {
                     let ((x, p), (y, q)) = (score(pair, count), score(other, n));
                     x as u128 * q > y as u128 * p
@@ -482,7 +485,8 @@ mod tests {
             let (budget, min_frequency) = (below(&mut rng, 30), below(&mut rng, 3) as u64);
             let want = naive(&words, budget, marker, min_frequency);
             let trained = train(&counted, budget, marker, min_frequency, &mut |_| {});
-            assert_eq!(trained.merges, want.merges, "{words:?}, marker {marker:?}, budget {budget}");
+            let case = format!("{words:?}, marker {marker:?}, budget {budget}");
+            assert_eq!(trained.merges, want.merges, "{case}");
             assert_eq!(trained.vocab, want.vocab);
         }
     }
