@@ -377,7 +377,8 @@ impl DualAscent {
             if !curvature.direction(&x, &g, &mut d) {
                 break;
             }
-            let Some(f_trial) = self.line_search(&stage, &x, &d, &g, f, &mut trial, &mut g_trial) else {
+            let Some(f_trial) = self.line_search(&stage, &x, &d, &g, f, &mut trial, &mut g_trial)
+            else {
                 break;
             };
             curvature.update(&x, &trial, &g, &g_trial);
@@ -788,10 +789,11 @@ impl Curvature {
     /// than `memory` pairs are ever allocated.
     fn update(&mut self, x: &[f64], trial: &[f64], g: &[f32], g_trial: &[f32]) {
         let n = x.len();
+        let full = self.pairs.len() >= self.memory;
         let (mut s, mut y) = self
             .spare
             .pop()
-            .or_else(|| (self.pairs.len() >= self.memory).then(|| self.pairs.pop_front().map(|p| (p.s, p.y))).flatten())
+            .or_else(|| full.then(|| self.pairs.pop_front().map(|p| (p.s, p.y))).flatten())
             .unwrap_or_else(|| (vec![0.0; n], vec![0.0; n]));
         let sums: Vec<[f64; 3]> = s
             .par_chunks_mut(CHUNK)
