@@ -13,7 +13,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import tokenizers  # a test dependency: the reference for the offsets
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from tokenizers import decoders, models, normalizers, pre_tokenizers, trainers
 
@@ -192,6 +192,7 @@ def build(name: str, tmp_path_factory) -> tuple:
 @pytest.mark.parametrize("name", sorted(BUILDS))
 @SETTINGS
 @given(text=subword_texts)
+@example(text="\r\x1f")  # U+001F is not White_Space, though str.isspace says it is
 def test_subword_offsets_agree_with_tokenizers(name, text, tmp_path_factory):
     check_against_tokenizers(*build(name, tmp_path_factory), text)
 

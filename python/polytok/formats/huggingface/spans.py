@@ -73,6 +73,12 @@ class WordModel:
         return None
 
 
+def is_white_space(char: str) -> bool:
+    """Unicode White_Space, what the pre-tokenisers split on (`\\p{White_Space}`, Rust's
+    `char::is_whitespace`); `str.isspace` also counts U+001C to U+001F, which are not."""
+    return char.isspace() and not "\x1c" <= char <= "\x1f"
+
+
 def spelled_alignment(spelled: str, seen: str, origin: list[int]) -> list[int] | None:
     """The alignment of `spelled` (the pre-tokeniser's words back to back) given that of `seen`
     (the normalised text they came from): characters they share keep theirs, whitespace only
@@ -84,15 +90,15 @@ def spelled_alignment(spelled: str, seen: str, origin: list[int]) -> list[int] |
     out: list[int] = []
     at = 0
     for char in spelled:
-        while at < len(seen) and seen[at] != char and not char.isspace() and seen[at].isspace():
+        while at < len(seen) and seen[at] != char and not is_white_space(char) and is_white_space(seen[at]):
             at += 1
         if at < len(seen) and seen[at] == char:
             out.append(origin[at])
             at += 1
-        elif char.isspace():
+        elif is_white_space(char):
             out.append(origin[at] if at < len(origin) else (origin[-1] if origin else -1))
         else:
             return None
-    if any(not char.isspace() for char in seen[at:]):
+    if any(not is_white_space(char) for char in seen[at:]):
         return None
     return out
