@@ -635,19 +635,16 @@ mod tests {
     use crate::segment::rng::SplitMix64;
     use std::collections::{BTreeMap, HashMap};
 
-    fn below(rng: &mut SplitMix64, n: usize) -> usize {
-        (rng.next_u64() % n as u64) as usize
-    }
 
     /// Up to `words` distinct random pre-tokens of 1 to 8 bytes over `alphabet`, sorted as
     /// counts are, with counts 1 to 5.
     fn random_words(rng: &mut SplitMix64, alphabet: &[u8], words: usize) -> Vec<(Vec<u8>, u64)> {
         let mut counted: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
         for _ in 0..words {
-            let word = (0..1 + below(rng, 8))
-                .map(|_| alphabet[below(rng, alphabet.len())])
+            let word = (0..1 + rng.below(8))
+                .map(|_| alphabet[rng.below(alphabet.len())])
                 .collect();
-            counted.insert(word, 1 + below(rng, 5) as u64);
+            counted.insert(word, 1 + rng.below(5) as u64);
         }
         counted.into_iter().collect()
     }
@@ -699,9 +696,9 @@ mod tests {
         let mut rng = SplitMix64::new(31);
         for round in 0..200 {
             let alphabet = &b"abc"[..1 + round % 3];
-            let size = 1 + below(&mut rng, 8);
+            let size = 1 + rng.below(8);
             let words = random_words(&mut rng, alphabet, size);
-            let max_len = MAX_LENS[below(&mut rng, MAX_LENS.len())];
+            let max_len = MAX_LENS[rng.below(MAX_LENS.len())];
             let graph = graph_of(&words, max_len);
             let edges = token_edges(&words, max_len);
             assert_eq!(graph.num_edges(), edges.len());
@@ -744,15 +741,15 @@ mod tests {
         let mut rng = SplitMix64::new(37);
         for round in 0..200 {
             let alphabet = &b"abc"[..1 + round % 3];
-            let size = 1 + below(&mut rng, 8);
+            let size = 1 + rng.below(8);
             let words = random_words(&mut rng, alphabet, size);
-            let max_len = MAX_LENS[below(&mut rng, MAX_LENS.len())];
+            let max_len = MAX_LENS[rng.below(MAX_LENS.len())];
             let graph = graph_of(&words, max_len);
             let edges = token_edges(&words, max_len);
             let index: HashMap<(usize, usize, usize), usize> =
                 edges.iter().enumerate().map(|(e, &edge)| (edge, e)).collect();
             // Quarters: every sum below is exact.
-            let mu: Vec<f64> = edges.iter().map(|_| below(&mut rng, 12) as f64 / 4.0).collect();
+            let mu: Vec<f64> = edges.iter().map(|_| rng.below(12) as f64 / 4.0).collect();
             let (total, on_path) = graph.shortest_paths(&mu);
             let mut want = 0.0;
             for (w, (word, count)) in words.iter().enumerate() {
@@ -798,9 +795,9 @@ mod tests {
         let mut rng = SplitMix64::new(41);
         for round in 0..200 {
             let alphabet = &b"abc"[..1 + round % 3];
-            let size = 1 + below(&mut rng, 8);
+            let size = 1 + rng.below(8);
             let words = random_words(&mut rng, alphabet, size);
-            let max_len = 2 + below(&mut rng, 3);
+            let max_len = 2 + rng.below(3);
             let graph = graph_of(&words, max_len);
             let edges = token_edges(&words, max_len);
             let index: HashMap<(usize, usize, usize), usize> =
@@ -844,15 +841,15 @@ mod tests {
         let mut rng = SplitMix64::new(43);
         for round in 0..200 {
             let alphabet = &b"abc"[..1 + round % 3];
-            let size = 1 + below(&mut rng, 8);
+            let size = 1 + rng.below(8);
             let words = random_words(&mut rng, alphabet, size);
-            let max_len = MAX_LENS[below(&mut rng, MAX_LENS.len())];
+            let max_len = MAX_LENS[rng.below(MAX_LENS.len())];
             let mut graph = graph_of(&words, max_len);
             let edges = token_edges(&words, max_len);
             let index: HashMap<(usize, usize, usize), usize> =
                 edges.iter().enumerate().map(|(e, &edge)| (edge, e)).collect();
             let candidate: Vec<bool> = (0..graph.num_colours())
-                .map(|_| below(&mut rng, 3) > 0)
+                .map(|_| rng.below(3) > 0)
                 .collect();
             let lp = graph.reduced_lp(&candidate);
             assert!(lp.lp_colours.iter().all(|&t| candidate[t as usize]));

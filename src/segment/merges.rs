@@ -493,9 +493,6 @@ mod tests {
     use super::*;
     use std::collections::HashMap;
 
-    fn below(rng: &mut SplitMix64, n: usize) -> usize {
-        (rng.next_u64() % n as u64) as usize
-    }
 
     /// The merge loop by hand: from the bytes' ids, join the adjacent pair of lowest rank
     /// (the leftmost among equals) until no adjacent pair has one. A token is (id, bytes);
@@ -527,20 +524,20 @@ mod tests {
 
     /// Short pieces (the flat scan) and long ones (the buckets) over `alphabet`.
     fn random_piece(rng: &mut SplitMix64, alphabet: &[u8]) -> Vec<u8> {
-        let length = if below(rng, 8) == 0 {
-            FLAT_SCAN_MAX_LEN + 1 + below(rng, 64)
+        let length = if rng.below(8) == 0 {
+            FLAT_SCAN_MAX_LEN + 1 + rng.below(64)
         } else {
-            1 + below(rng, 14)
+            1 + rng.below(14)
         };
-        (0..length).map(|_| alphabet[below(rng, alphabet.len())]).collect()
+        (0..length).map(|_| alphabet[rng.below(alphabet.len())]).collect()
     }
 
     #[test]
     fn merge_lists_replay_like_the_merge_loop() {
         let mut rng = SplitMix64::new(17);
         for _ in 0..300 {
-            let alphabet = &b"abcd"[..1 + below(&mut rng, 4)];
-            let count = 1 + below(&mut rng, 14);
+            let alphabet = &b"abcd"[..1 + rng.below(4)];
+            let count = 1 + rng.below(14);
             // Merges may use tokens that later merges make, and may make an id that already
             // exists (one of their own two, say), so a merge can bring a pair of lower rank than
             // its own, or of the same rank to the left of the ones waiting.
@@ -552,17 +549,17 @@ mod tests {
                 let made = playing.len() - count + k;
                 let (left, right) = loop {
                     let pick = |rng: &mut SplitMix64| {
-                        let choices = if below(rng, 4) == 0 { playing.len() } else { made };
-                        playing[below(rng, choices)]
+                        let choices = if rng.below(4) == 0 { playing.len() } else { made };
+                        playing[rng.below(choices)]
                     };
                     let pair = (pick(&mut rng), pick(&mut rng));
                     if !merges.iter().any(|&(l, r, _)| (l, r) == pair) {
                         break pair;
                     }
                 };
-                let merged = match below(&mut rng, 8) {
-                    0 => playing[below(&mut rng, playing.len())],
-                    1 => [left, right][below(&mut rng, 2)],
+                let merged = match rng.below(8) {
+                    0 => playing[rng.below(playing.len())],
+                    1 => [left, right][rng.below(2)],
                     _ => 256 + k as u32,
                 };
                 let bytes = match (tokens.get(left as usize), tokens.get(right as usize)) {
@@ -593,11 +590,11 @@ mod tests {
     fn byte_ranks_merge_like_the_merge_loop() {
         let mut rng = SplitMix64::new(19);
         for _ in 0..300 {
-            let alphabet = &b"abcd"[..1 + below(&mut rng, 4)];
+            let alphabet = &b"abcd"[..1 + rng.below(4)];
             let mut vocab: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
-            for _ in 0..below(&mut rng, 20) {
-                let token: Vec<u8> = (0..2 + below(&mut rng, 4))
-                    .map(|_| alphabet[below(&mut rng, alphabet.len())])
+            for _ in 0..rng.below(20) {
+                let token: Vec<u8> = (0..2 + rng.below(4))
+                    .map(|_| alphabet[rng.below(alphabet.len())])
                     .collect();
                 if !vocab.contains(&token) {
                     vocab.push(token);
@@ -605,7 +602,7 @@ mod tests {
             }
             // Ranks in random order, bytes among them.
             for i in (1..vocab.len()).rev() {
-                vocab.swap(i, below(&mut rng, i + 1));
+                vocab.swap(i, rng.below(i + 1));
             }
             let segmenter = from_ranks(&vocab).unwrap();
             let ranks: HashMap<&[u8], u32> =
@@ -616,8 +613,8 @@ mod tests {
             };
             for _ in 0..12 {
                 // Pieces that are whole tokens are answered directly, as tiktoken does.
-                let piece = if below(&mut rng, 5) == 0 {
-                    vocab[below(&mut rng, vocab.len())].clone()
+                let piece = if rng.below(5) == 0 {
+                    vocab[rng.below(vocab.len())].clone()
                 } else {
                     random_piece(&mut rng, alphabet)
                 };

@@ -18,6 +18,12 @@ impl SplitMix64 {
         z ^ (z >> 31)
     }
 
+    /// Uniform in 0..n (n > 0), for the unit tests' random inputs.
+    #[cfg(test)]
+    pub fn below(&mut self, n: usize) -> usize {
+        (self.next_u64() % n as u64) as usize
+    }
+
     /// Uniform in [0, 1) with 53 random bits.
     pub fn next_f64(&mut self) -> f64 {
         (self.next_u64() >> 11) as f64 * (1.0 / (1u64 << 53) as f64)

@@ -403,9 +403,6 @@ mod tests {
     use super::*;
     use std::collections::HashMap;
 
-    fn below(rng: &mut SplitMix64, n: usize) -> usize {
-        (rng.next_u64() % n as u64) as usize
-    }
 
     /// A cut of a piece: its tokens, the start of each, and its score summed left to right.
     struct Cut {
@@ -459,24 +456,24 @@ mod tests {
     /// small integer scores: sums are exact and ties are common.
     fn random_vocab(rng: &mut SplitMix64) -> (Vec<Vec<u8>>, Vec<f64>) {
         let mut vocab: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
-        for _ in 0..below(rng, 16) {
-            vocab.push((0..2 + below(rng, 3)).map(|_| b"abc"[below(rng, 3)]).collect());
+        for _ in 0..rng.below(16) {
+            vocab.push((0..2 + rng.below(3)).map(|_| b"abc"[rng.below(3)]).collect());
         }
-        let scores = vocab.iter().map(|_| -1.0 - below(rng, 6) as f64).collect();
+        let scores = vocab.iter().map(|_| -1.0 - rng.below(6) as f64).collect();
         (vocab, scores)
     }
 
     /// Short pieces over "abc", and long ones (past the stack buffers) of a filler byte that no
     /// token holds with a few short "abc" islands, whose cuts are few enough to enumerate.
     fn random_piece(rng: &mut SplitMix64) -> Vec<u8> {
-        if below(rng, 6) > 0 {
-            return (0..1 + below(rng, 9)).map(|_| b"abc"[below(rng, 3)]).collect();
+        if rng.below(6) > 0 {
+            return (0..1 + rng.below(9)).map(|_| b"abc"[rng.below(3)]).collect();
         }
-        let mut piece = vec![b'z'; 64 + below(rng, 40)];
+        let mut piece = vec![b'z'; 64 + rng.below(40)];
         for _ in 0..3 {
-            let at = below(rng, piece.len() - 4);
+            let at = rng.below(piece.len() - 4);
             for byte in &mut piece[at..at + 4] {
-                *byte = b"abc"[below(rng, 3)];
+                *byte = b"abc"[rng.below(3)];
             }
         }
         piece
@@ -499,7 +496,7 @@ mod tests {
                 viterbi.lattice(&piece, &mut edges);
                 let path = best_path(&edges, piece.len(), |t| scores[t as usize]);
                 assert_eq!(path, Some((best.score, best.tokens.clone())));
-                let n = 1 + below(&mut rng, all.len() + 2);
+                let n = 1 + rng.below(all.len() + 2);
                 let want: Vec<(Vec<u32>, f64)> =
                     all.iter().take(n).map(|c| (c.tokens.clone(), c.score)).collect();
                 assert_eq!(viterbi.nbest(&piece, n), want, "{:?}", String::from_utf8_lossy(&piece));

@@ -311,18 +311,15 @@ mod tests {
     use crate::segment::rng::SplitMix64;
     use std::collections::BTreeMap;
 
-    fn below(rng: &mut SplitMix64, n: usize) -> usize {
-        (rng.next_u64() % n as u64) as usize
-    }
 
     /// Up to `words` distinct random words over `alphabet`, sorted, with counts 0 to 4.
     fn random_words(rng: &mut SplitMix64, alphabet: &[u8], words: usize) -> Vec<(Vec<u8>, u64)> {
         let mut counted: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
         for _ in 0..words {
-            let word = (0..1 + below(rng, 8))
-                .map(|_| alphabet[below(rng, alphabet.len())])
+            let word = (0..1 + rng.below(8))
+                .map(|_| alphabet[rng.below(alphabet.len())])
                 .collect();
-            counted.insert(word, below(rng, 5) as u64);
+            counted.insert(word, rng.below(5) as u64);
         }
         counted.into_iter().collect()
     }
@@ -380,7 +377,7 @@ mod tests {
         let alphabets: [&[u8]; 4] = [b"a", b"ab", b"abc", b"ab cd"];
         for round in 0..400 {
             let alphabet = alphabets[round % alphabets.len()];
-            let size = 1 + below(&mut rng, 12);
+            let size = 1 + rng.below(12);
             let words = random_words(&mut rng, alphabet, size);
             let data: Vec<u8> = words.iter().flat_map(|(word, _)| word.iter().copied()).collect();
             let mut offsets = vec![0i64];
@@ -390,9 +387,9 @@ mod tests {
             let counts: Vec<u64> = words.iter().map(|&(_, count)| count).collect();
             let counted = PreTokenCounts::new(&data, &offsets, &counts).unwrap();
             let options = Options {
-                num_merges: below(&mut rng, 40),
-                min_frequency: below(&mut rng, 4) as u64,
-                progress_every: 1 + below(&mut rng, 5),
+                num_merges: rng.below(40),
+                min_frequency: rng.below(4) as u64,
+                progress_every: 1 + rng.below(5),
             };
             let Trained { merges, counts: merge_counts } =
                 naive(&words, options.num_merges, options.min_frequency);
@@ -412,7 +409,7 @@ mod tests {
             assert_eq!(reported, want);
             // Stopped by `progress` after `stop` merges: the naive trainer's first `stop`.
             if !merges.is_empty() {
-                let stop = 1 + below(&mut rng, merges.len());
+                let stop = 1 + rng.below(merges.len());
                 let options = Options {
                     progress_every: 1,
                     ..options

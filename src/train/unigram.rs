@@ -654,9 +654,6 @@ mod tests {
     use crate::segment::rng::SplitMix64;
     use std::collections::{BTreeMap, BTreeSet};
 
-    fn below(rng: &mut SplitMix64, n: usize) -> usize {
-        (rng.next_u64() % n as u64) as usize
-    }
 
     /// Up to `words` distinct random words of 1 to `longest` characters from `alphabet`, sorted,
     /// with counts 1 to 4.
@@ -668,10 +665,10 @@ mod tests {
     ) -> Vec<(Vec<u8>, u64)> {
         let mut counted: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
         for _ in 0..words {
-            let word: String = (0..1 + below(rng, longest))
-                .map(|_| alphabet[below(rng, alphabet.len())])
+            let word: String = (0..1 + rng.below(longest))
+                .map(|_| alphabet[rng.below(alphabet.len())])
                 .collect();
-            counted.insert(word.into_bytes(), 1 + below(rng, 4) as u64);
+            counted.insert(word.into_bytes(), 1 + rng.below(4) as u64);
         }
         counted.into_iter().collect()
     }
@@ -752,10 +749,10 @@ mod tests {
 
     fn options(rng: &mut SplitMix64) -> UnigramOptions {
         UnigramOptions {
-            seed_size: below(rng, 40),
-            max_piece_bytes: 1 + below(rng, 7),
+            seed_size: rng.below(40),
+            max_piece_bytes: 1 + rng.below(7),
             shrinking_factor: 0.5 + 0.4 * rng.next_f64(),
-            sub_iterations: 1 + below(rng, 3),
+            sub_iterations: 1 + rng.below(3),
         }
     }
 
@@ -765,7 +762,7 @@ mod tests {
     fn seeds_are_the_enumerated_substrings() {
         let mut rng = SplitMix64::new(3);
         for round in 0..300 {
-            let size = 1 + below(&mut rng, 10);
+            let size = 1 + rng.below(10);
             let words = random_words(&mut rng, ALPHABETS[round % ALPHABETS.len()], size, 8);
             let options = options(&mut rng);
             let (slices, counts): (Vec<&[u8]>, Vec<u64>) =
@@ -804,8 +801,8 @@ mod tests {
     ) -> (Vec<Vec<u8>>, Vec<f64>) {
         let mut pieces: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
         for _ in 0..extra {
-            let piece: String = (0..2 + below(rng, 3))
-                .map(|_| alphabet[below(rng, alphabet.len())])
+            let piece: String = (0..2 + rng.below(3))
+                .map(|_| alphabet[rng.below(alphabet.len())])
                 .collect();
             if !pieces.contains(&piece.as_bytes().to_vec()) {
                 pieces.push(piece.into_bytes());
@@ -821,13 +818,13 @@ mod tests {
         let mut rng = SplitMix64::new(5);
         for round in 0..100 {
             let alphabet = ALPHABETS[round % ALPHABETS.len()];
-            let size = 1 + below(&mut rng, 6);
+            let size = 1 + rng.below(6);
             let words = random_words(&mut rng, alphabet, size, 5);
-            let extra = below(&mut rng, 12);
+            let extra = rng.below(12);
             let (pieces, mut scores) = random_model(&mut rng, alphabet, extra);
             // Removed pieces (-inf) take no part.
             for score in scores.iter_mut().skip(256) {
-                if below(&mut rng, 4) == 0 {
+                if rng.below(4) == 0 {
                     *score = f64::NEG_INFINITY;
                 }
             }
@@ -871,9 +868,9 @@ mod tests {
         let mut rng = SplitMix64::new(9);
         for round in 0..60 {
             let alphabet = ALPHABETS[round % ALPHABETS.len()];
-            let size = 1 + below(&mut rng, 8);
+            let size = 1 + rng.below(8);
             let words = random_words(&mut rng, alphabet, size, 6);
-            let extra = 1 + below(&mut rng, 15);
+            let extra = 1 + rng.below(15);
             let (pieces, scores) = random_model(&mut rng, alphabet, extra);
             let (data, offsets, counts) = flat(&words);
             let counted = PreTokenCounts::new(&data, &offsets, &counts).unwrap();
@@ -889,12 +886,12 @@ mod tests {
         let mut rng = SplitMix64::new(13);
         for round in 0..100 {
             let alphabet = ALPHABETS[round % ALPHABETS.len()];
-            let size = 1 + below(&mut rng, 12);
+            let size = 1 + rng.below(12);
             let words = random_words(&mut rng, alphabet, size, 8);
             let (data, offsets, counts) = flat(&words);
             let counted = PreTokenCounts::new(&data, &offsets, &counts).unwrap();
             let options = options(&mut rng);
-            let budget = below(&mut rng, 20);
+            let budget = rng.below(20);
             let mut reported = Vec::new();
             let trained =
                 train(&counted, budget, &options, &mut |alive| reported.push(alive)).unwrap();

@@ -352,9 +352,6 @@ mod tests {
     use crate::segment::rng::SplitMix64;
     use std::collections::BTreeMap;
 
-    fn below(rng: &mut SplitMix64, n: usize) -> usize {
-        (rng.next_u64() % n as u64) as usize
-    }
 
     /// The naive trainer: each round recounts n(a, b) and n(a) over the current segmentation,
     /// takes the allowed pair seen at least `min_frequency` times with the highest
@@ -466,13 +463,13 @@ mod tests {
         let markers: [Option<&[u8]>; 4] = [None, Some(b"#"), Some(b"##"), Some(b"a#")];
         for round in 0..400 {
             let alphabet = alphabets[round % alphabets.len()];
-            let marker = markers[below(&mut rng, markers.len())];
+            let marker = markers[rng.below(markers.len())];
             let mut counted: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
-            for _ in 0..1 + below(&mut rng, 10) {
-                let word = (0..1 + below(&mut rng, 7))
-                    .map(|_| alphabet[below(&mut rng, alphabet.len())])
+            for _ in 0..1 + rng.below(10) {
+                let word = (0..1 + rng.below(7))
+                    .map(|_| alphabet[rng.below(alphabet.len())])
                     .collect();
-                counted.insert(word, below(&mut rng, 5) as u64);
+                counted.insert(word, rng.below(5) as u64);
             }
             let words: Vec<(Vec<u8>, u64)> = counted.into_iter().collect();
             let data: Vec<u8> = words.iter().flat_map(|(word, _)| word.iter().copied()).collect();
@@ -482,7 +479,7 @@ mod tests {
             }
             let counts: Vec<u64> = words.iter().map(|&(_, count)| count).collect();
             let counted = PreTokenCounts::new(&data, &offsets, &counts).unwrap();
-            let (budget, min_frequency) = (below(&mut rng, 30), below(&mut rng, 3) as u64);
+            let (budget, min_frequency) = (rng.below(30), rng.below(3) as u64);
             let want = naive(&words, budget, marker, min_frequency);
             let trained = train(&counted, budget, marker, min_frequency, &mut |_| {});
             let case = format!("{words:?}, marker {marker:?}, budget {budget}");
