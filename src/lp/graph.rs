@@ -632,22 +632,8 @@ impl TokenGraph {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::segment::rng::SplitMix64;
-    use std::collections::{BTreeMap, HashMap};
-
-
-    /// Up to `words` distinct random pre-tokens of 1 to 8 bytes over `alphabet`, sorted as
-    /// counts are, with counts 1 to 5.
-    fn random_words(rng: &mut SplitMix64, alphabet: &[u8], words: usize) -> Vec<(Vec<u8>, u64)> {
-        let mut counted: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
-        for _ in 0..words {
-            let word = (0..1 + rng.below(8))
-                .map(|_| alphabet[rng.below(alphabet.len())])
-                .collect();
-            counted.insert(word, 1 + rng.below(5) as u64);
-        }
-        counted.into_iter().collect()
-    }
+    use crate::segment::rng::{random_pre_tokens, SplitMix64};
+    use std::collections::HashMap;
 
     fn graph_of(words: &[(Vec<u8>, u64)], max_len: usize) -> TokenGraph {
         let data = words.iter().flat_map(|(word, _)| word.iter().copied()).collect();
@@ -695,9 +681,9 @@ mod tests {
     fn colours_are_the_enumerated_substrings() {
         let mut rng = SplitMix64::new(31);
         for round in 0..200 {
-            let alphabet = &b"abc"[..1 + round % 3];
+            let alphabet = &['a', 'b', 'c'][..1 + round % 3];
             let size = 1 + rng.below(8);
-            let words = random_words(&mut rng, alphabet, size);
+            let words = random_pre_tokens(&mut rng, alphabet, size, 8, 1..6);
             let max_len = MAX_LENS[rng.below(MAX_LENS.len())];
             let graph = graph_of(&words, max_len);
             let edges = token_edges(&words, max_len);
@@ -740,9 +726,9 @@ mod tests {
     fn shortest_paths_are_the_cheapest_enumerated() {
         let mut rng = SplitMix64::new(37);
         for round in 0..200 {
-            let alphabet = &b"abc"[..1 + round % 3];
+            let alphabet = &['a', 'b', 'c'][..1 + round % 3];
             let size = 1 + rng.below(8);
-            let words = random_words(&mut rng, alphabet, size);
+            let words = random_pre_tokens(&mut rng, alphabet, size, 8, 1..6);
             let max_len = MAX_LENS[rng.below(MAX_LENS.len())];
             let graph = graph_of(&words, max_len);
             let edges = token_edges(&words, max_len);
@@ -794,9 +780,9 @@ mod tests {
     fn uncapped_paths_price_the_long_substrings() {
         let mut rng = SplitMix64::new(41);
         for round in 0..200 {
-            let alphabet = &b"abc"[..1 + round % 3];
+            let alphabet = &['a', 'b', 'c'][..1 + round % 3];
             let size = 1 + rng.below(8);
-            let words = random_words(&mut rng, alphabet, size);
+            let words = random_pre_tokens(&mut rng, alphabet, size, 8, 1..6);
             let max_len = 2 + rng.below(3);
             let graph = graph_of(&words, max_len);
             let edges = token_edges(&words, max_len);
@@ -840,9 +826,9 @@ mod tests {
     fn reduced_lp_keeps_the_shortest_paths_of_candidate_edges() {
         let mut rng = SplitMix64::new(43);
         for round in 0..200 {
-            let alphabet = &b"abc"[..1 + round % 3];
+            let alphabet = &['a', 'b', 'c'][..1 + round % 3];
             let size = 1 + rng.below(8);
-            let words = random_words(&mut rng, alphabet, size);
+            let words = random_pre_tokens(&mut rng, alphabet, size, 8, 1..6);
             let max_len = MAX_LENS[rng.below(MAX_LENS.len())];
             let mut graph = graph_of(&words, max_len);
             let edges = token_edges(&words, max_len);

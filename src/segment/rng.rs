@@ -39,3 +39,26 @@ impl SplitMix64 {
         SplitMix64::new(seed ^ SplitMix64::new(index).next_u64())
     }
 }
+
+/// Up to `how_many` distinct random pre-tokens for the unit tests, each of 1 to `longest`
+/// characters of `alphabet` (as UTF-8) with a count drawn uniformly from `counts`, sorted
+/// bytewise as counts are; a pre-token drawn twice keeps its last count. The draws, in order:
+/// the length, the characters, the count.
+#[cfg(test)]
+pub fn random_pre_tokens(
+    rng: &mut SplitMix64,
+    alphabet: &[char],
+    how_many: usize,
+    longest: usize,
+    counts: std::ops::Range<u64>,
+) -> Vec<(Vec<u8>, u64)> {
+    let mut counted = std::collections::BTreeMap::new();
+    for _ in 0..how_many {
+        let pre_token: String = (0..1 + rng.below(longest))
+            .map(|_| alphabet[rng.below(alphabet.len())])
+            .collect();
+        let count = counts.start + rng.below((counts.end - counts.start) as usize) as u64;
+        counted.insert(pre_token.into_bytes(), count);
+    }
+    counted.into_iter().collect()
+}

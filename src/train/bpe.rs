@@ -308,21 +308,8 @@ pub fn train(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::segment::rng::SplitMix64;
+    use crate::segment::rng::{random_pre_tokens, SplitMix64};
     use std::collections::BTreeMap;
-
-
-    /// Up to `words` distinct random words over `alphabet`, sorted, with counts 0 to 4.
-    fn random_words(rng: &mut SplitMix64, alphabet: &[u8], words: usize) -> Vec<(Vec<u8>, u64)> {
-        let mut counted: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
-        for _ in 0..words {
-            let word = (0..1 + rng.below(8))
-                .map(|_| alphabet[rng.below(alphabet.len())])
-                .collect();
-            counted.insert(word, rng.below(5) as u64);
-        }
-        counted.into_iter().collect()
-    }
 
     /// The naive trainer: recount every adjacent pair of the current words, weighted by their
     /// counts; merge the most frequent (ties: the smallest (left, right)) in every word, left to
@@ -374,11 +361,12 @@ mod tests {
     #[test]
     fn merges_are_those_of_the_naive_trainer() {
         let mut rng = SplitMix64::new(7);
-        let alphabets: [&[u8]; 4] = [b"a", b"ab", b"abc", b"ab cd"];
+        let alphabets: [&[char]; 4] =
+            [&['a'], &['a', 'b'], &['a', 'b', 'c'], &['a', 'b', ' ', 'c', 'd']];
         for round in 0..400 {
             let alphabet = alphabets[round % alphabets.len()];
             let size = 1 + rng.below(12);
-            let words = random_words(&mut rng, alphabet, size);
+            let words = random_pre_tokens(&mut rng, alphabet, size, 8, 0..5);
             let data: Vec<u8> = words.iter().flat_map(|(word, _)| word.iter().copied()).collect();
             let mut offsets = vec![0i64];
             for (word, _) in &words {

@@ -651,27 +651,8 @@ pub fn em(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::segment::rng::SplitMix64;
+    use crate::segment::rng::{random_pre_tokens, SplitMix64};
     use std::collections::{BTreeMap, BTreeSet};
-
-
-    /// Up to `words` distinct random words of 1 to `longest` characters from `alphabet`, sorted,
-    /// with counts 1 to 4.
-    fn random_words(
-        rng: &mut SplitMix64,
-        alphabet: &[char],
-        words: usize,
-        longest: usize,
-    ) -> Vec<(Vec<u8>, u64)> {
-        let mut counted: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
-        for _ in 0..words {
-            let word: String = (0..1 + rng.below(longest))
-                .map(|_| alphabet[rng.below(alphabet.len())])
-                .collect();
-            counted.insert(word.into_bytes(), 1 + rng.below(4) as u64);
-        }
-        counted.into_iter().collect()
-    }
 
     /// Flat buffers of `words` for `PreTokenCounts`.
     fn flat(words: &[(Vec<u8>, u64)]) -> (Vec<u8>, Vec<i64>, Vec<u64>) {
@@ -763,7 +744,8 @@ mod tests {
         let mut rng = SplitMix64::new(3);
         for round in 0..300 {
             let size = 1 + rng.below(10);
-            let words = random_words(&mut rng, ALPHABETS[round % ALPHABETS.len()], size, 8);
+            let alphabet = ALPHABETS[round % ALPHABETS.len()];
+            let words = random_pre_tokens(&mut rng, alphabet, size, 8, 1..5);
             let options = options(&mut rng);
             let (slices, counts): (Vec<&[u8]>, Vec<u64>) =
                 words.iter().map(|(w, c)| (&w[..], *c)).unzip();
@@ -819,7 +801,7 @@ mod tests {
         for round in 0..100 {
             let alphabet = ALPHABETS[round % ALPHABETS.len()];
             let size = 1 + rng.below(6);
-            let words = random_words(&mut rng, alphabet, size, 5);
+            let words = random_pre_tokens(&mut rng, alphabet, size, 5, 1..5);
             let extra = rng.below(12);
             let (pieces, mut scores) = random_model(&mut rng, alphabet, extra);
             // Removed pieces (-inf) take no part.
@@ -869,7 +851,7 @@ mod tests {
         for round in 0..60 {
             let alphabet = ALPHABETS[round % ALPHABETS.len()];
             let size = 1 + rng.below(8);
-            let words = random_words(&mut rng, alphabet, size, 6);
+            let words = random_pre_tokens(&mut rng, alphabet, size, 6, 1..5);
             let extra = 1 + rng.below(15);
             let (pieces, scores) = random_model(&mut rng, alphabet, extra);
             let (data, offsets, counts) = flat(&words);
@@ -887,7 +869,7 @@ mod tests {
         for round in 0..100 {
             let alphabet = ALPHABETS[round % ALPHABETS.len()];
             let size = 1 + rng.below(12);
-            let words = random_words(&mut rng, alphabet, size, 8);
+            let words = random_pre_tokens(&mut rng, alphabet, size, 8, 1..5);
             let (data, offsets, counts) = flat(&words);
             let counted = PreTokenCounts::new(&data, &offsets, &counts).unwrap();
             let options = options(&mut rng);

@@ -349,9 +349,8 @@ pub fn train(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::segment::rng::SplitMix64;
+    use crate::segment::rng::{random_pre_tokens, SplitMix64};
     use std::collections::BTreeMap;
-
 
     /// The naive trainer: each round recounts n(a, b) and n(a) over the current segmentation,
     /// takes the allowed pair seen at least `min_frequency` times with the highest
@@ -459,19 +458,14 @@ mod tests {
     #[test]
     fn training_is_the_naive_greedy_loop() {
         let mut rng = SplitMix64::new(11);
-        let alphabets: [&[u8]; 4] = [b"ab", b"abc", b"a#", b"ab#"];
+        let alphabets: [&[char]; 4] =
+            [&['a', 'b'], &['a', 'b', 'c'], &['a', '#'], &['a', 'b', '#']];
         let markers: [Option<&[u8]>; 4] = [None, Some(b"#"), Some(b"##"), Some(b"a#")];
         for round in 0..400 {
             let alphabet = alphabets[round % alphabets.len()];
             let marker = markers[rng.below(markers.len())];
-            let mut counted: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
-            for _ in 0..1 + rng.below(10) {
-                let word = (0..1 + rng.below(7))
-                    .map(|_| alphabet[rng.below(alphabet.len())])
-                    .collect();
-                counted.insert(word, rng.below(5) as u64);
-            }
-            let words: Vec<(Vec<u8>, u64)> = counted.into_iter().collect();
+            let size = 1 + rng.below(10);
+            let words = random_pre_tokens(&mut rng, alphabet, size, 7, 0..5);
             let data: Vec<u8> = words.iter().flat_map(|(word, _)| word.iter().copied()).collect();
             let mut offsets = vec![0i64];
             for (word, _) in &words {
