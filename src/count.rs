@@ -291,7 +291,7 @@ impl Shard {
         }
     }
 
-    fn word(&self, index: usize) -> &[u8] {
+    fn pre_token(&self, index: usize) -> &[u8] {
         let start = if index == 0 {
             0
         } else {
@@ -322,7 +322,7 @@ impl Shard {
                 self.counts.push(count);
                 return;
             }
-            if self.word(index as usize) == bytes {
+            if self.pre_token(index as usize) == bytes {
                 self.counts[index as usize] += count;
                 return;
             }
@@ -337,7 +337,7 @@ impl Shard {
         self.slots = Vec::new();
         let mut slots = vec![EMPTY; size];
         for index in 0..self.counts.len() {
-            let mut slot = slot_of(hash_bytes(self.word(index)), size);
+            let mut slot = slot_of(hash_bytes(self.pre_token(index)), size);
             while slots[slot] != EMPTY {
                 slot = if slot + 1 == size { 0 } else { slot + 1 };
             }
@@ -490,15 +490,15 @@ impl Counter {
         )?;
         let hashes: Vec<u64> = (0..counts.len())
             .into_par_iter()
-            .map(|index| hash_bytes(counts.word(index)))
+            .map(|index| hash_bytes(counts.pre_token(index)))
             .collect();
         self.shards
             .par_iter_mut()
             .enumerate()
             .for_each(|(index, shard)| {
-                for (word, &hash) in hashes.iter().enumerate() {
+                for (pre_token, &hash) in hashes.iter().enumerate() {
                     if shard_of(hash) == index {
-                        shard.add(hash, counts.word(word), counts.counts[word]);
+                        shard.add(hash, counts.pre_token(pre_token), counts.counts[pre_token]);
                     }
                 }
             });
@@ -509,16 +509,16 @@ impl Counter {
 
     /// The counts so far, sorted bytewise; the counter's arrays become the result's.
     pub fn into_sorted(self) -> SortedCounts {
-        let words = self.len();
+        let pre_tokens = self.len();
         let bytes: usize = self.shards.iter().map(|shard| shard.arena.len()).sum();
         // Reserved, not touched: the pages fill as the shards are moved in and freed.
         let mut arena = Vec::with_capacity(bytes);
         let mut ends = if bytes <= u32::MAX as usize {
-            Ends::Narrow(Vec::with_capacity(words))
+            Ends::Narrow(Vec::with_capacity(pre_tokens))
         } else {
-            Ends::Wide(Vec::with_capacity(words))
+            Ends::Wide(Vec::with_capacity(pre_tokens))
         };
-        let mut counts = Vec::with_capacity(words);
+        let mut counts = Vec::with_capacity(pre_tokens);
         for shard in self.shards {
             let base = arena.len();
             drop(shard.slots);
@@ -563,7 +563,7 @@ impl End for u32 {}
 impl End for i64 {}
 
 /// Pre-token `index` of `arena`, whose pre-tokens end at `ends`.
-fn word_of<'a, E: End>(arena: &'a [u8], ends: &[E], index: usize) -> &'a [u8] {
+fn pre_token_of<'a, E: End>(arena: &'a [u8], ends: &[E], index: usize) -> &'a [u8] {
     let start = if index == 0 {
         0
     } else {
@@ -577,7 +577,7 @@ fn sorted_order<E: End>(arena: &[u8], ends: &[E]) -> Vec<u32> {
     let mut order: Vec<u32> = (0..ends.len() as u32).collect();
     // Pre-tokens are distinct, so an unstable sort is still deterministic.
     order.par_sort_unstable_by(|&left, &right| {
-        word_of(arena, ends, left as usize).cmp(word_of(arena, ends, right as usize))
+        pre_token_of(arena, ends, left as usize).cmp(pre_token_of(arena, ends, right as usize))
     });
     order
 }
@@ -586,9 +586,9 @@ fn sorted_order<E: End>(arena: &[u8], ends: &[E]) -> Vec<u32> {
 fn write_in_order<E: End>(arena: &[u8], ends: &[E], order: &[u32], out: &mut [u8]) {
     let mut position = 0;
     for &index in order {
-        let word = word_of(arena, ends, index as usize);
-        out[position..position + word.len()].copy_from_slice(word);
-        position += word.len();
+        let pre_token = pre_token_of(arena, ends, index as usize);
+        out[position..position + pre_token.len()].copy_from_slice(pre_token);
+        position += pre_token.len();
     }
 }
 
@@ -736,7 +736,7 @@ impl<'a> PreTokenCounts<'a> {
         if let Some(index) = (0..self.len()).find(|&i| self.offsets[i] == self.offsets[i + 1]) {
             return Err(CountsError::EmptyPreToken { index });
         }
-        if let Some(index) = (1..self.len()).find(|&i| self.word(i - 1) >= self.word(i)) {
+        if let Some(index) = (1..self.len()).find(|&i| self.pre_token(i - 1) >= self.pre_token(i)) {
             return Err(CountsError::Unsorted { index });
         }
         Ok(())
@@ -748,13 +748,13 @@ impl<'a> PreTokenCounts<'a> {
     }
 
     /// Pre-token `i`.
-    pub fn word(&self, i: usize) -> &'a [u8] {
+    pub fn pre_token(&self, i: usize) -> &'a [u8] {
         &self.data[self.offsets[i] as usize..self.offsets[i + 1] as usize]
     }
 
     /// All pre-tokens in order, as slices of the data.
-    pub fn words(&self) -> Vec<&'a [u8]> {
-        (0..self.len()).map(|i| self.word(i)).collect()
+    pub fn pre_tokens(&self) -> Vec<&'a [u8]> {
+        (0..self.len()).map(|i| self.pre_token(i)).collect()
     }
 
     pub fn offsets(&self) -> &'a [i64] {
@@ -770,7 +770,7 @@ impl<'a> PreTokenCounts<'a> {
 fn merge_walk(left: &PreTokenCounts, right: &PreTokenCounts, mut emit: impl FnMut(&[u8], u64)) {
     let (mut i, mut j) = (0, 0);
     while i < left.len() && j < right.len() {
-        let (a, b) = (left.word(i), right.word(j));
+        let (a, b) = (left.pre_token(i), right.pre_token(j));
         match a.cmp(b) {
             std::cmp::Ordering::Less => {
                 emit(a, left.counts[i]);
@@ -788,21 +788,21 @@ fn merge_walk(left: &PreTokenCounts, right: &PreTokenCounts, mut emit: impl FnMu
         }
     }
     for k in i..left.len() {
-        emit(left.word(k), left.counts[k]);
+        emit(left.pre_token(k), left.counts[k]);
     }
     for k in j..right.len() {
-        emit(right.word(k), right.counts[k]);
+        emit(right.pre_token(k), right.counts[k]);
     }
 }
 
 /// The number of pre-tokens and of data bytes of the sum of two sorted count lists.
 pub fn merged_sizes(left: &PreTokenCounts, right: &PreTokenCounts) -> (usize, usize) {
-    let (mut words, mut bytes) = (0, 0);
-    merge_walk(left, right, |word, _| {
-        words += 1;
-        bytes += word.len();
+    let (mut pre_tokens, mut bytes) = (0, 0);
+    merge_walk(left, right, |pre_token, _| {
+        pre_tokens += 1;
+        bytes += pre_token.len();
     });
-    (words, bytes)
+    (pre_tokens, bytes)
 }
 
 /// The sum of two sorted count lists, by a linear merge: the data is written into `data`
@@ -812,14 +812,14 @@ pub fn merge_sorted_into(
     right: &PreTokenCounts,
     data: &mut [u8],
 ) -> (Vec<i64>, Vec<u64>) {
-    let (words, _) = merged_sizes(left, right);
-    let mut offsets = Vec::with_capacity(words + 1);
+    let (pre_tokens, _) = merged_sizes(left, right);
+    let mut offsets = Vec::with_capacity(pre_tokens + 1);
     offsets.push(0);
-    let mut counts = Vec::with_capacity(words);
+    let mut counts = Vec::with_capacity(pre_tokens);
     let mut position = 0;
-    merge_walk(left, right, |word, count| {
-        data[position..position + word.len()].copy_from_slice(word);
-        position += word.len();
+    merge_walk(left, right, |pre_token, count| {
+        data[position..position + pre_token.len()].copy_from_slice(pre_token);
+        position += pre_token.len();
         offsets.push(position as i64);
         counts.push(count);
     });
@@ -981,7 +981,7 @@ mod tests {
             let view = PreTokenCounts::new(&flat.data, &flat.offsets, &flat.counts).unwrap();
             view.check_sorted().unwrap();
             let got: Vec<(Vec<u8>, u64)> = (0..view.len())
-                .map(|i| (view.word(i).to_vec(), flat.counts[i]))
+                .map(|i| (view.pre_token(i).to_vec(), flat.counts[i]))
                 .collect();
             assert_eq!(got, expected.clone().into_iter().collect::<Vec<_>>());
         }
@@ -1015,14 +1015,14 @@ mod tests {
         let mut shard = Shard::new(3);
         for round in 0..3u64 {
             for i in 0..5000u64 {
-                let word = i.to_string().into_bytes();
-                shard.add(hash_bytes(&word), &word, round + 1);
+                let pre_token = i.to_string().into_bytes();
+                shard.add(hash_bytes(&pre_token), &pre_token, round + 1);
             }
         }
         assert_eq!(shard.counts.len(), 5000);
         assert!(shard.slots.len() >= 5000 * 4 / 3);
         assert!(shard.counts.iter().all(|&count| count == 6));
-        assert_eq!(shard.word(1234), b"1234");
+        assert_eq!(shard.pre_token(1234), b"1234");
     }
 
     #[test]

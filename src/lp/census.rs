@@ -25,7 +25,7 @@ pub struct Census {
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct Entry {
     key: u64,
-    word: u32,
+    pre_token: u32,
     len: u32,
 }
 
@@ -67,41 +67,41 @@ pub fn census(
     tie_fraction: f64,
 ) -> Census {
     let n = offsets.len().saturating_sub(1);
-    let per_word = |w: usize| {
+    let per_pre_token = |w: usize| {
         let len = offsets[w + 1] - offsets[w];
         (0..len)
             .map(|i| (len.min(i.saturating_add(max_len)) + 1).saturating_sub(i + 2))
             .sum::<usize>()
     };
-    let word_edges: Vec<usize> = (0..n).into_par_iter().map(per_word).collect();
-    let edges: usize = word_edges.iter().sum();
+    let pre_token_edges: Vec<usize> = (0..n).into_par_iter().map(per_pre_token).collect();
+    let edges: usize = pre_token_edges.iter().sum();
     let empty = Entry {
         key: 0,
-        word: 0,
+        pre_token: 0,
         len: 0,
     };
     let mut keys = vec![empty; edges];
     let mut slices: Vec<&mut [Entry]> = Vec::with_capacity(n);
     let mut rest: &mut [Entry] = &mut keys;
-    for &count in &word_edges {
+    for &count in &pre_token_edges {
         let (head, tail) = rest.split_at_mut(count);
         slices.push(head);
         rest = tail;
     }
     slices.into_par_iter().enumerate().for_each(|(w, out)| {
-        let word = &data[offsets[w]..offsets[w + 1]];
+        let pre_token = &data[offsets[w]..offsets[w + 1]];
         let mut k = 0;
-        for i in 0..word.len() {
-            let mut hash = u64::from(word[i]) + 1;
-            let last = word.len().min(i.saturating_add(max_len));
-            for (j, &byte) in word.iter().enumerate().take(last).skip(i + 1) {
+        for i in 0..pre_token.len() {
+            let mut hash = u64::from(pre_token[i]) + 1;
+            let last = pre_token.len().min(i.saturating_add(max_len));
+            for (j, &byte) in pre_token.iter().enumerate().take(last).skip(i + 1) {
                 hash = mul_mod(hash, BASE) + u64::from(byte) + 1;
                 if hash >= MERSENNE {
                     hash -= MERSENNE;
                 }
                 out[k] = Entry {
                     key: mix(hash) ^ ((j + 1 - i) as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15),
-                    word: w as u32,
+                    pre_token: w as u32,
                     len: (j + 1 - i) as u32,
                 };
                 k += 1;
@@ -119,7 +119,7 @@ pub fn census(
         while end < keys.len() && keys[end].key == keys[start].key {
             end += 1;
         }
-        let f: u64 = keys[start..end].iter().map(|e| counts[e.word as usize]).sum();
+        let f: u64 = keys[start..end].iter().map(|e| counts[e.pre_token as usize]).sum();
         frequency.push(f);
         saving.push(f as f64 * (f64::from(keys[start].len) - 1.0));
         colour_edges.push((end - start).min(u32::MAX as usize) as u32);
@@ -166,22 +166,22 @@ mod tests {
 
     #[test]
     fn census_counts_distinct_substrings() {
-        let words: [&[u8]; 4] = [b"abcab", b"abab", b"x", b"cabca"];
-        let data: Vec<u8> = words.concat();
+        let pre_tokens: [&[u8]; 4] = [b"abcab", b"abab", b"x", b"cabca"];
+        let data: Vec<u8> = pre_tokens.concat();
         let mut offsets = vec![0];
-        for word in words {
-            offsets.push(offsets.last().unwrap() + word.len());
+        for pre_token in pre_tokens {
+            offsets.push(offsets.last().unwrap() + pre_token.len());
         }
         for max_len in [2, 3, usize::MAX] {
             let mut seen: HashMap<&[u8], usize> = HashMap::new();
-            for word in words {
-                for i in 0..word.len() {
-                    for j in (i + 2)..=word.len().min(i.saturating_add(max_len)) {
-                        *seen.entry(&word[i..j]).or_default() += 1;
+            for pre_token in pre_tokens {
+                for i in 0..pre_token.len() {
+                    for j in (i + 2)..=pre_token.len().min(i.saturating_add(max_len)) {
+                        *seen.entry(&pre_token[i..j]).or_default() += 1;
                     }
                 }
             }
-            let counts = vec![1u64; words.len()];
+            let counts = vec![1u64; pre_tokens.len()];
             let got = census(&data, &offsets, &counts, max_len, &[0], 0.0);
             assert_eq!(got.edges, seen.values().sum::<usize>());
             assert_eq!(got.colours, seen.len());

@@ -140,11 +140,11 @@ impl TokenGraph {
             for w in 0..n {
                 edge_start.push(edge_colour.len());
                 let (a, b) = (offsets[w], offsets[w + 1]);
-                let word = &data[a..b];
-                for i in 0..word.len() {
-                    for j in ends(i, word.len(), max_len) {
+                let pre_token = &data[a..b];
+                for i in 0..pre_token.len() {
+                    for j in ends(i, pre_token.len(), max_len) {
                         let next = colour_start.len() as u32;
-                        let id = *ids.entry(&word[i..j]).or_insert(next);
+                        let id = *ids.entry(&pre_token[i..j]).or_insert(next);
                         if id == next {
                             colour_start.push(a + i);
                             colour_len.push((j - i) as u32);
@@ -182,7 +182,7 @@ impl TokenGraph {
         self.edge_lp.get(e).copied().unwrap_or(DROPPED)
     }
 
-    pub(crate) fn word_len(&self, w: usize) -> usize {
+    pub(crate) fn pre_token_len(&self, w: usize) -> usize {
         self.offsets[w + 1] - self.offsets[w]
     }
 
@@ -260,13 +260,13 @@ impl TokenGraph {
         let mut lp = ReducedLp::default();
         self.lp_edge_weight.clear();
         let mut segment_ids: FxHashMap<&[u8], u32> = FxHashMap::default();
-        // First occurrence (word, start, end) of each unique segment.
+        // First occurrence (pre-token, start, end) of each unique segment.
         let mut segment_place: Vec<(usize, usize, usize)> = Vec::new();
         // Per pre-token, its multi-byte segments as (segment id, start), in order.
-        let mut word_segments: Vec<Vec<(u32, usize)>> = Vec::with_capacity(n);
+        let mut pre_token_segments: Vec<Vec<(u32, usize)>> = Vec::with_capacity(n);
         for w in 0..n {
-            let len = self.word_len(w);
-            let word = &self.data[self.offsets[w]..self.offsets[w + 1]];
+            let len = self.pre_token_len(w);
+            let pre_token = &self.data[self.offsets[w]..self.offsets[w + 1]];
             let count = self.counts[w] as f64;
             let mut pieces = Vec::new();
             let mut emit = |a: usize, b: usize, lp: &mut ReducedLp| {
@@ -275,7 +275,7 @@ impl TokenGraph {
                     return;
                 }
                 let next = segment_place.len() as u32;
-                let id = *segment_ids.entry(&word[a..b]).or_insert(next);
+                let id = *segment_ids.entry(&pre_token[a..b]).or_insert(next);
                 if id == next {
                     segment_place.push((w, a, b));
                     lp.segment_weight.push(0.0);
@@ -299,7 +299,7 @@ impl TokenGraph {
                 }
             }
             emit(start, len, &mut lp);
-            word_segments.push(pieces);
+            pre_token_segments.push(pieces);
         }
 
         // Graph of each unique segment, contracted, built from its first occurrence.
@@ -309,15 +309,15 @@ impl TokenGraph {
         for (s, &(w, a, b)) in segment_place.iter().enumerate() {
             let weight = lp.segment_weight[s];
             let len = b - a;
-            let word_len = self.word_len(w);
+            let pre_token_len = self.pre_token_len(w);
             // Full edges of the pre-token starting at position a: skip those starting earlier.
             let mut e = self.edge_start[w];
             for i in 0..a {
-                e += ends(i, word_len, self.max_len).count();
+                e += ends(i, pre_token_len, self.max_len).count();
             }
             let mut edges_here: Vec<(usize, usize, u32)> = Vec::new();
             for i in a..b {
-                for j in ends(i, word_len, self.max_len) {
+                for j in ends(i, pre_token_len, self.max_len) {
                     let colour = self.edge_colour[e];
                     if candidate[colour as usize] {
                         debug_assert!(j <= b);
@@ -376,8 +376,8 @@ impl TokenGraph {
         self.edge_lp.clear();
         self.edge_lp.resize(self.edge_colour.len(), DROPPED);
         for w in 0..n {
-            let len = self.word_len(w);
-            let pieces = &word_segments[w];
+            let len = self.pre_token_len(w);
+            let pieces = &pre_token_segments[w];
             let mut piece = 0;
             let mut next_edge = 0usize;
             let mut e = self.edge_start[w];
@@ -410,7 +410,7 @@ impl TokenGraph {
         dist: &mut Vec<f64>,
         via: &mut Vec<usize>,
     ) {
-        let len = self.word_len(w);
+        let len = self.pre_token_len(w);
         let count = self.counts[w] as f64;
         dist.clear();
         dist.resize(len + 1, f64::INFINITY);
@@ -441,13 +441,13 @@ impl TokenGraph {
     /// full edge used by the chosen shortest paths (a subgradient ingredient).
     pub fn shortest_paths(&self, mu: &[f64]) -> (f64, Vec<u8>) {
         let n = self.counts.len();
-        let per_word: Vec<(f64, Vec<usize>)> = (0..n)
+        let per_pre_token: Vec<(f64, Vec<usize>)> = (0..n)
             .into_par_iter()
             .map_init(
                 || (Vec::new(), Vec::new()),
                 |(dist, via), w| {
                     self.distances(w, mu, |_| true, dist, via);
-                    let len = self.word_len(w);
+                    let len = self.pre_token_len(w);
                     let mut used = Vec::new();
                     let mut node = len;
                     while node > 0 {
@@ -465,7 +465,7 @@ impl TokenGraph {
             .collect();
         let mut total = 0.0;
         let mut on_path = vec![0u8; self.edge_colour.len()];
-        for (value, used) in per_word {
+        for (value, used) in per_pre_token {
             total += value;
             for e in used {
                 on_path[e] = 1;
@@ -486,12 +486,12 @@ impl TokenGraph {
     pub fn uncapped_shortest_paths(&self, mu: &[f64], theta: f64) -> f64 {
         let n = self.counts.len();
         let m = self.max_len;
-        let per_word: Vec<f64> = (0..n)
+        let per_pre_token: Vec<f64> = (0..n)
             .into_par_iter()
             .map_init(
                 || (Vec::new(), Vec::new()),
                 |(dist, window): &mut (Vec<f64>, Vec<f64>), w| {
-                    let len = self.word_len(w);
+                    let len = self.pre_token_len(w);
                     let count = self.counts[w] as f64;
                     dist.clear();
                     dist.resize(len + 1, f64::INFINITY);
@@ -537,7 +537,7 @@ impl TokenGraph {
                 },
             )
             .collect();
-        per_word.iter().sum()
+        per_pre_token.iter().sum()
     }
 
     /// The colour totals M_t = sum of mu over the edges of colour t, summed in edge order.
@@ -589,7 +589,7 @@ impl TokenGraph {
                 || (Vec::new(), Vec::new()),
                 |(dist, via), w| {
                     self.distances(w, mu, |e| self.lp_edge(e) != DROPPED, dist, via);
-                    let len = self.word_len(w);
+                    let len = self.pre_token_len(w);
                     let count = self.counts[w] as f64;
                     let mut out = Vec::with_capacity(self.edge_start[w + 1] - self.edge_start[w]);
                     let mut e = self.edge_start[w];
@@ -635,22 +635,23 @@ mod tests {
     use crate::segment::rng::{random_pre_tokens, SplitMix64};
     use std::collections::HashMap;
 
-    fn graph_of(words: &[(Vec<u8>, u64)], max_len: usize) -> TokenGraph {
-        let data = words.iter().flat_map(|(word, _)| word.iter().copied()).collect();
+    fn graph_of(pre_tokens: &[(Vec<u8>, u64)], max_len: usize) -> TokenGraph {
+        let data = pre_tokens.iter().flat_map(|(pre_token, _)| pre_token.iter().copied()).collect();
         let mut offsets = vec![0];
-        for (word, _) in words {
-            offsets.push(offsets.last().unwrap() + word.len());
+        for (pre_token, _) in pre_tokens {
+            offsets.push(offsets.last().unwrap() + pre_token.len());
         }
-        TokenGraph::new(data, offsets, words.iter().map(|&(_, count)| count).collect(), max_len)
+        let counts = pre_tokens.iter().map(|&(_, count)| count).collect();
+        TokenGraph::new(data, offsets, counts, max_len)
     }
 
     /// Every token edge (w, i, j): pre-token w's substring [i, j) of 2 to `max_len` bytes, in
     /// pre-token order, then i, then j.
-    fn token_edges(words: &[(Vec<u8>, u64)], max_len: usize) -> Vec<(usize, usize, usize)> {
+    fn token_edges(pre_tokens: &[(Vec<u8>, u64)], max_len: usize) -> Vec<(usize, usize, usize)> {
         let mut edges = Vec::new();
-        for (w, (word, _)) in words.iter().enumerate() {
-            for i in 0..word.len() {
-                for j in i + 2..=word.len() {
+        for (w, (pre_token, _)) in pre_tokens.iter().enumerate() {
+            for i in 0..pre_token.len() {
+                for j in i + 2..=pre_token.len() {
                     if j - i <= max_len {
                         edges.push((w, i, j));
                     }
@@ -683,32 +684,32 @@ mod tests {
         for round in 0..200 {
             let alphabet = &['a', 'b', 'c'][..1 + round % 3];
             let size = 1 + rng.below(8);
-            let words = random_pre_tokens(&mut rng, alphabet, size, 8, 1..6);
+            let pre_tokens = random_pre_tokens(&mut rng, alphabet, size, 8, 1..6);
             let max_len = MAX_LENS[rng.below(MAX_LENS.len())];
-            let graph = graph_of(&words, max_len);
-            let edges = token_edges(&words, max_len);
+            let graph = graph_of(&pre_tokens, max_len);
+            let edges = token_edges(&pre_tokens, max_len);
             assert_eq!(graph.num_edges(), edges.len());
-            for (w, (word, _)) in words.iter().enumerate() {
+            for (w, (pre_token, _)) in pre_tokens.iter().enumerate() {
                 // Nodes 0..=len; the pre-token's edges are a run of the edge arrays.
-                assert_eq!(graph.word_len(w), word.len());
+                assert_eq!(graph.pre_token_len(w), pre_token.len());
                 let first = edges.iter().position(|&(v, _, _)| v >= w).unwrap_or(edges.len());
                 assert_eq!(graph.edge_start[w], first);
             }
-            assert_eq!(graph.edge_start[words.len()], edges.len());
+            assert_eq!(graph.edge_start[pre_tokens.len()], edges.len());
             // Colours: the distinct substrings, numbered in order of first occurrence, each with
             // its length and the sum of the counts of its occurrences.
             let mut colours: Vec<&[u8]> = Vec::new();
             let mut frequency: HashMap<&[u8], u64> = HashMap::new();
             for &(w, i, j) in &edges {
-                let bytes = &words[w].0[i..j];
+                let bytes = &pre_tokens[w].0[i..j];
                 if !colours.contains(&bytes) {
                     colours.push(bytes);
                 }
-                *frequency.entry(bytes).or_default() += words[w].1;
+                *frequency.entry(bytes).or_default() += pre_tokens[w].1;
             }
             assert_eq!(graph.num_colours(), colours.len());
             for (e, &(w, i, j)) in edges.iter().enumerate() {
-                let bytes = &words[w].0[i..j];
+                let bytes = &pre_tokens[w].0[i..j];
                 let colour = graph.edge_colours()[e];
                 assert_eq!(colours.iter().position(|&c| c == bytes), Some(colour as usize));
                 assert_eq!(graph.colour_bytes(colour), Ok(bytes));
@@ -728,17 +729,17 @@ mod tests {
         for round in 0..200 {
             let alphabet = &['a', 'b', 'c'][..1 + round % 3];
             let size = 1 + rng.below(8);
-            let words = random_pre_tokens(&mut rng, alphabet, size, 8, 1..6);
+            let pre_tokens = random_pre_tokens(&mut rng, alphabet, size, 8, 1..6);
             let max_len = MAX_LENS[rng.below(MAX_LENS.len())];
-            let graph = graph_of(&words, max_len);
-            let edges = token_edges(&words, max_len);
+            let graph = graph_of(&pre_tokens, max_len);
+            let edges = token_edges(&pre_tokens, max_len);
             let index: HashMap<(usize, usize, usize), usize> =
                 edges.iter().enumerate().map(|(e, &edge)| (edge, e)).collect();
             // Quarters: every sum below is exact.
             let mu: Vec<f64> = edges.iter().map(|_| rng.below(12) as f64 / 4.0).collect();
             let (total, on_path) = graph.shortest_paths(&mu);
             let mut want = 0.0;
-            for (w, (word, count)) in words.iter().enumerate() {
+            for (w, (pre_token, count)) in pre_tokens.iter().enumerate() {
                 let count = *count as f64;
                 let cost = |path: &[(usize, usize)]| -> Option<f64> {
                     path.iter()
@@ -748,7 +749,7 @@ mod tests {
                         })
                         .sum()
                 };
-                let cheapest = paths(word.len())
+                let cheapest = paths(pre_token.len())
                     .iter()
                     .filter_map(|p| cost(p))
                     .fold(f64::INFINITY, f64::min);
@@ -764,15 +765,15 @@ mod tests {
                 let mut path = Vec::new();
                 let mut at = 0;
                 for (i, j) in marked {
-                    assert!(i >= at, "{word:?}: marked edges overlap");
+                    assert!(i >= at, "{pre_token:?}: marked edges overlap");
                     path.extend((at..i).map(|k| (k, k + 1)));
                     path.push((i, j));
                     at = j;
                 }
-                path.extend((at..word.len()).map(|k| (k, k + 1)));
-                assert_eq!(cost(&path), Some(cheapest), "{word:?}");
+                path.extend((at..pre_token.len()).map(|k| (k, k + 1)));
+                assert_eq!(cost(&path), Some(cheapest), "{pre_token:?}");
             }
-            assert_eq!(total, want, "{words:?}, max_len {max_len}");
+            assert_eq!(total, want, "{pre_tokens:?}, max_len {max_len}");
         }
     }
 
@@ -782,10 +783,10 @@ mod tests {
         for round in 0..200 {
             let alphabet = &['a', 'b', 'c'][..1 + round % 3];
             let size = 1 + rng.below(8);
-            let words = random_pre_tokens(&mut rng, alphabet, size, 8, 1..6);
+            let pre_tokens = random_pre_tokens(&mut rng, alphabet, size, 8, 1..6);
             let max_len = 2 + rng.below(3);
-            let graph = graph_of(&words, max_len);
-            let edges = token_edges(&words, max_len);
+            let graph = graph_of(&pre_tokens, max_len);
+            let edges = token_edges(&pre_tokens, max_len);
             let index: HashMap<(usize, usize, usize), usize> =
                 edges.iter().enumerate().map(|(e, &edge)| (edge, e)).collect();
             let mu: Vec<f64> = edges.iter().map(|_| 3.0 * rng.next_f64()).collect();
@@ -797,7 +798,7 @@ mod tests {
                 graph.colour_frequencies()[colour as usize] as f64
             };
             let mut want = 0.0;
-            for (w, (word, count)) in words.iter().enumerate() {
+            for (w, (pre_token, count)) in pre_tokens.iter().enumerate() {
                 let count = *count as f64;
                 let step = |(i, j): (usize, usize)| match j - i {
                     1 => count,
@@ -809,7 +810,7 @@ mod tests {
                         count + theta * count * LONG_EDGE_SHARE / fewest
                     }
                 };
-                want += paths(word.len())
+                want += paths(pre_token.len())
                     .iter()
                     .map(|path| path.iter().map(|&s| step(s)).sum::<f64>())
                     .fold(f64::INFINITY, f64::min);
@@ -817,7 +818,7 @@ mod tests {
             let got = graph.uncapped_shortest_paths(&mu, theta);
             assert!(
                 (got - want).abs() <= 1e-12 * want,
-                "{words:?}, max_len {max_len}: {got} vs {want}"
+                "{pre_tokens:?}, max_len {max_len}: {got} vs {want}"
             );
         }
     }
@@ -828,10 +829,10 @@ mod tests {
         for round in 0..200 {
             let alphabet = &['a', 'b', 'c'][..1 + round % 3];
             let size = 1 + rng.below(8);
-            let words = random_pre_tokens(&mut rng, alphabet, size, 8, 1..6);
+            let pre_tokens = random_pre_tokens(&mut rng, alphabet, size, 8, 1..6);
             let max_len = MAX_LENS[rng.below(MAX_LENS.len())];
-            let mut graph = graph_of(&words, max_len);
-            let edges = token_edges(&words, max_len);
+            let mut graph = graph_of(&pre_tokens, max_len);
+            let edges = token_edges(&pre_tokens, max_len);
             let index: HashMap<(usize, usize, usize), usize> =
                 edges.iter().enumerate().map(|(e, &edge)| (edge, e)).collect();
             let candidate: Vec<bool> = (0..graph.num_colours())
@@ -848,20 +849,20 @@ mod tests {
             let mut constant = 0.0;
             let mut segments: Vec<(&[u8], f64)> = Vec::new();
             let (mut nodes, mut priced) = (0, 0);
-            for (w, (word, count)) in words.iter().enumerate() {
+            for (w, (pre_token, count)) in pre_tokens.iter().enumerate() {
                 let inside = edges.iter().filter(|&&(v, _, _)| v == w).filter(|e| is_candidate(e));
-                let mut cuts: Vec<usize> = (1..word.len())
+                let mut cuts: Vec<usize> = (1..pre_token.len())
                     .filter(|&p| !inside.clone().any(|&(_, i, j)| i < p && p < j))
                     .collect();
                 cuts.insert(0, 0);
-                cuts.push(word.len());
+                cuts.push(pre_token.len());
                 for pair in cuts.windows(2) {
                     let (a, b) = (pair[0], pair[1]);
                     if b - a == 1 {
                         constant += *count as f64;
                         continue;
                     }
-                    let bytes = &word[a..b];
+                    let bytes = &pre_token[a..b];
                     match segments.iter_mut().find(|(s, _)| *s == bytes) {
                         Some((_, weight)) => *weight += *count as f64,
                         None => {
@@ -915,7 +916,7 @@ mod tests {
             // only, at the prices spread from the LP.
             let mu = graph.prices_from_lp(&lp_mu);
             let mut want = 0.0;
-            for (w, (word, count)) in words.iter().enumerate() {
+            for (w, (pre_token, count)) in pre_tokens.iter().enumerate() {
                 let count = *count as f64;
                 let cost = |path: &[(usize, usize)]| -> Option<f64> {
                     path.iter()
@@ -928,14 +929,14 @@ mod tests {
                         })
                         .sum()
                 };
-                want += paths(word.len())
+                want += paths(pre_token.len())
                     .iter()
                     .filter_map(|p| cost(p))
                     .fold(f64::INFINITY, f64::min);
             }
             assert!(
                 (reduced - want).abs() <= 1e-9 * want,
-                "{words:?}, max_len {max_len}: {reduced} vs {want}"
+                "{pre_tokens:?}, max_len {max_len}: {reduced} vs {want}"
             );
             // Pricing the dropped edges makes none of them a shortcut: the full graph's shortest
             // paths cost the same, and the candidate edges keep their prices.
@@ -949,7 +950,7 @@ mod tests {
             let (total, _) = graph.shortest_paths(&full);
             assert!(
                 (total - want).abs() <= 1e-9 * want,
-                "{words:?}, max_len {max_len}: {total} vs {want}"
+                "{pre_tokens:?}, max_len {max_len}: {total} vs {want}"
             );
         }
     }

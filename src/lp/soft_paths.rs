@@ -149,19 +149,19 @@ impl SoftPlan {
     fn new(graph: &TokenGraph) -> Self {
         const BLOCKS: usize = 256;
         let n = graph.counts.len();
-        let mut order: Vec<usize> = (0..n).filter(|&w| graph.word_len(w) >= 2).collect();
-        order.sort_by_key(|&w| (graph.word_len(w), w));
+        let mut order: Vec<usize> = (0..n).filter(|&w| graph.pre_token_len(w) >= 2).collect();
+        order.sort_by_key(|&w| (graph.pre_token_len(w), w));
         let mut groups = Vec::new();
         let mut start = 0;
-        for run in order.chunk_by(|&a, &b| graph.word_len(a) == graph.word_len(b)) {
+        for run in order.chunk_by(|&a, &b| graph.pre_token_len(a) == graph.pre_token_len(b)) {
             for chunk in run.chunks(LANES) {
                 groups.push((start, start + chunk.len()));
                 start += chunk.len();
             }
         }
         let single = (0..n)
-            .filter(|&w| graph.word_len(w) < 2)
-            .map(|w| graph.counts[w] as f64 * graph.word_len(w) as f64)
+            .filter(|&w| graph.pre_token_len(w) < 2)
+            .map(|w| graph.counts[w] as f64 * graph.pre_token_len(w) as f64)
             .sum();
         let total_edges = graph.edge_colour.len().max(1);
         let mut bounds = vec![0usize];
@@ -260,19 +260,20 @@ impl TokenGraph {
     #[inline(always)]
     fn soft_group<P: Real, M: Real>(
         &self,
-        words: &[usize],
+        pre_tokens: &[usize],
         mu: &[P],
         tau: f64,
         per_tau: f64,
         sink: &Marginals<M>,
         b: &mut Buffers,
     ) -> (f64, f64) {
-        let lane_word: [usize; LANES] = std::array::from_fn(|l| words[l.min(words.len() - 1)]);
-        let len = self.word_len(lane_word[0]);
-        let first: [usize; LANES] = lane_word.map(|w| self.edge_start[w]);
-        let count: Lanes = lane_word.map(|w| self.counts[w] as f64);
+        let lane_pre_token: [usize; LANES] =
+            std::array::from_fn(|l| pre_tokens[l.min(pre_tokens.len() - 1)]);
+        let len = self.pre_token_len(lane_pre_token[0]);
+        let first: [usize; LANES] = lane_pre_token.map(|w| self.edge_start[w]);
+        let count: Lanes = lane_pre_token.map(|w| self.counts[w] as f64);
         let per_count: Lanes = count.map(|c| 1.0 / c);
-        let edges = self.edge_start[lane_word[0] + 1] - first[0];
+        let edges = self.edge_start[lane_pre_token[0] + 1] - first[0];
         b.node_edges.clear();
         let mut k = 0;
         for i in 0..len {
@@ -360,7 +361,7 @@ impl TokenGraph {
             }
         }
         let (mut soft, mut hard) = (0.0, 0.0);
-        for l in 0..words.len() {
+        for l in 0..pre_tokens.len() {
             // SAFETY: this pre-token's edges lie in first[l]..first[l] + edges, inside the
             // marginals array (checked in soft_paths), and no other task writes them.
             let target = unsafe { std::slice::from_raw_parts_mut(sink.0.add(first[l]), edges) };

@@ -97,7 +97,7 @@ impl ShortestPath {
             .map_init(
                 || (Vec::new(), Vec::new()),
                 |(best, choice), w| {
-                    self.solve(counts.word(w), best, choice);
+                    self.solve(counts.pre_token(w), best, choice);
                     best[0] as u64 * counts.counts()[w]
                 },
             )

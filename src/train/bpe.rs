@@ -1,28 +1,28 @@
 //! Byte-level BPE training on counted pre-tokens.
 //!
-//! The algorithm is the naive one (count every adjacent pair weighted by the word's count, merge
-//! the most frequent pair everywhere, repeat) made fast without changing its result:
+//! The algorithm is the naive one (count every adjacent pair weighted by the pre-token's count,
+//! merge the most frequent pair everywhere, repeat) made fast without changing its result:
 //! - each unique pre-token is stored once, as symbols back to back in one flat array, and a merge
-//!   rewrites a word in place (it can only get shorter);
+//!   rewrites a pre-token in place (it can only get shorter);
 //! - pair counts are kept up to date incrementally, from the few pairs around each replaced
 //!   occurrence, instead of being recounted;
-//! - a pair -> words index means a merge only visits the words that contain the merged pair;
+//! - a pair -> pre-tokens index means a merge only visits the pre-tokens with the merged pair;
 //! - a max-heap keyed by (count, reversed pair) with lazy deletion finds the next merge.
 //!
 //! Tie-break: the highest count wins; among equal counts the smallest (left id, right id).
-//! Replacement inside a word is left to right, so merging (a, a) in "aaaa" gives "aa aa" and in
-//! "aaa" gives "aa a", exactly like the naive loop.
+//! Replacement inside a pre-token is left to right, so merging (a, a) in "aaaa" gives "aa aa" and
+//! in "aaa" gives "aa a", exactly like the naive loop.
 //!
 //! Training stops early, with fewer merges than asked, when no pair occurs at least
-//! `min_frequency` times (with `min_frequency` = 1: when no word has two symbols left).
+//! `min_frequency` times (with `min_frequency` = 1: when no pre-token has two symbols left).
 //!
 //! No two tokens ever have the same bytes, so token 256 + k is exactly the concatenation of
 //! merge k and the vocabulary exports to tiktoken ranks and HF as is. Proof: cut out a span of a
-//! word whose two ends stay token boundaries up to step k; since no replacement crossed them,
+//! pre-token whose two ends stay token boundaries up to step k; since no replacement crossed them,
 //! its tokens after step k are those of the span trained alone (left-to-right replacement is
-//! decided locally). Merge k joins adjacent tokens (x, y) that occur in some word, so the span
+//! decided locally). Merge k joins adjacent tokens (x, y) that occur in some pre-token, so the span
 //! x y alone still comes out as the two tokens [x, y] after step k - 1. If some earlier merge j
-//! had made the same bytes from (x', y'), the same argument on its word shows the span alone
+//! had made the same bytes from (x', y'), the same argument on its pre-token shows the span alone
 //! comes out as [x', y'] after step j - 1, hence as one token after step j, and stays one token:
 //! a contradiction. So the chosen pair always makes new bytes, and no rule for repeats is needed.
 use std::cmp::Reverse;
@@ -61,71 +61,71 @@ pub struct Trained {
     pub counts: Vec<u64>,
 }
 
-/// The weighted occurrences of one pair and the words that may contain it. `words` can hold
-/// stale entries (words where the pair has since been merged away) and repeats; a merge sorts,
-/// deduplicates and rescans them, so they only cost a little time.
+/// The weighted occurrences of one pair and the pre-tokens that may contain it. `pre_tokens` can
+/// hold stale entries (pre-tokens where the pair has since been merged away) and repeats; a merge
+/// sorts, deduplicates and rescans them, so they only cost a little time.
 #[derive(Default)]
 struct PairStats {
     count: u64,
-    words: Vec<u32>,
+    pre_tokens: Vec<u32>,
 }
 
 /// Unique pre-tokens with two or more bytes (shorter ones hold no pair), as symbols back to back.
-struct Words {
+struct PreTokens {
     symbols: Vec<u32>,
     starts: Vec<usize>,
     lengths: Vec<u32>,
     counts: Vec<u64>,
 }
 
-impl Words {
+impl PreTokens {
     fn new(counts: &PreTokenCounts) -> Result<Self, BpeError> {
-        let mut words = Words {
+        let mut pre_tokens = PreTokens {
             symbols: Vec::new(),
             starts: Vec::new(),
             lengths: Vec::new(),
             counts: Vec::new(),
         };
         for (i, &count) in counts.counts().iter().enumerate() {
-            let word = counts.word(i);
-            if word.len() < 2 || count == 0 {
+            let pre_token = counts.pre_token(i);
+            if pre_token.len() < 2 || count == 0 {
                 continue;
             }
-            if word.len() > u32::MAX as usize || words.counts.len() == u32::MAX as usize {
+            if pre_token.len() > u32::MAX as usize || pre_tokens.counts.len() == u32::MAX as usize {
                 return Err(BpeError::TooLarge);
             }
-            words.starts.push(words.symbols.len());
-            words.lengths.push(word.len() as u32);
-            words.counts.push(count);
-            words.symbols.extend(word.iter().map(|&b| u32::from(b)));
+            pre_tokens.starts.push(pre_tokens.symbols.len());
+            pre_tokens.lengths.push(pre_token.len() as u32);
+            pre_tokens.counts.push(count);
+            pre_tokens.symbols.extend(pre_token.iter().map(|&b| u32::from(b)));
         }
-        Ok(words)
+        Ok(pre_tokens)
     }
 
     fn len(&self) -> usize {
         self.counts.len()
     }
 
-    fn word(&self, w: usize) -> &[u32] {
+    fn pre_token(&self, w: usize) -> &[u32] {
         &self.symbols[self.starts[w]..self.starts[w] + self.lengths[w] as usize]
     }
 }
 
-/// Initial pair statistics: chunks of words are counted in parallel, then summed in chunk order,
-/// so every count is an exact sum and every word list comes out sorted, whatever the threads.
-fn count_pairs(words: &Words) -> FxHashMap<Pair, PairStats> {
+/// Initial pair statistics: chunks of pre-tokens are counted in parallel, then summed in chunk
+/// order, so every count is an exact sum and every pre-token list is sorted, whatever the threads.
+fn count_pairs(pre_tokens: &PreTokens) -> FxHashMap<Pair, PairStats> {
     const CHUNK: usize = 8192;
-    let chunks: Vec<FxHashMap<Pair, PairStats>> = (0..words.len().div_ceil(CHUNK))
+    let chunks: Vec<FxHashMap<Pair, PairStats>> = (0..pre_tokens.len().div_ceil(CHUNK))
         .into_par_iter()
         .map(|chunk| {
             let mut stats: FxHashMap<Pair, PairStats> = FxHashMap::default();
-            for w in chunk * CHUNK..((chunk + 1) * CHUNK).min(words.len()) {
-                let count = words.counts[w];
-                for window in words.word(w).windows(2) {
+            for w in chunk * CHUNK..((chunk + 1) * CHUNK).min(pre_tokens.len()) {
+                let count = pre_tokens.counts[w];
+                for window in pre_tokens.pre_token(w).windows(2) {
                     let entry = stats.entry(pack(window[0], window[1])).or_default();
                     entry.count += count;
-                    if entry.words.last() != Some(&(w as u32)) {
-                        entry.words.push(w as u32);
+                    if entry.pre_tokens.last() != Some(&(w as u32)) {
+                        entry.pre_tokens.push(w as u32);
                     }
                 }
             }
@@ -137,17 +137,17 @@ fn count_pairs(words: &Words) -> FxHashMap<Pair, PairStats> {
         for (pair, stats) in chunk {
             let entry = total.entry(pair).or_default();
             entry.count += stats.count;
-            entry.words.extend_from_slice(&stats.words);
+            entry.pre_tokens.extend_from_slice(&stats.pre_tokens);
         }
     }
     total
 }
 
-/// Replaces, left to right, every (a, b) in word `w` by `token`, and updates the pair statistics
-/// from the neighbours of each replaced occurrence; the pairs it adds (all containing `token`) are
-/// appended to `added`.
-fn merge_word(
-    words: &mut Words,
+/// Replaces, left to right, every (a, b) in pre-token `w` by `token`, and updates the pair
+/// statistics from the neighbours of each replaced occurrence; the pairs it adds (all containing
+/// `token`) are appended to `added`.
+fn merge_pre_token(
+    pre_tokens: &mut PreTokens,
     w: usize,
     (a, b): (u32, u32),
     token: u32,
@@ -155,10 +155,10 @@ fn merge_word(
     added: &mut Vec<Pair>,
 ) {
     let merged = pack(a, b);
-    let count = words.counts[w];
-    let start = words.starts[w];
-    let length = words.lengths[w] as usize;
-    let symbols = &mut words.symbols[start..start + length];
+    let count = pre_tokens.counts[w];
+    let start = pre_tokens.starts[w];
+    let length = pre_tokens.lengths[w] as usize;
+    let symbols = &mut pre_tokens.symbols[start..start + length];
     let remove = |pair: Pair, stats: &mut FxHashMap<Pair, PairStats>| {
         // The merged pair's own entry is already gone: all its occurrences disappear.
         if pair != merged {
@@ -173,8 +173,8 @@ fn merge_word(
     let mut add = |pair: Pair, stats: &mut FxHashMap<Pair, PairStats>| {
         let entry = stats.entry(pair).or_default();
         entry.count += count;
-        if entry.words.last() != Some(&(w as u32)) {
-            entry.words.push(w as u32);
+        if entry.pre_tokens.last() != Some(&(w as u32)) {
+            entry.pre_tokens.push(w as u32);
         }
         added.push(pair);
     };
@@ -201,7 +201,7 @@ fn merge_word(
         }
         write += 1;
     }
-    words.lengths[w] = write as u32;
+    pre_tokens.lengths[w] = write as u32;
 }
 
 /// What to train: at most `num_merges` merges, each of a pair seen at least `min_frequency`
@@ -231,17 +231,17 @@ pub fn train(
     if num_merges > (u32::MAX - 256) as usize {
         return Err(BpeError::TooManyMerges { num_merges });
     }
-    let mut words = Words::new(counts)?;
+    let mut pre_tokens = PreTokens::new(counts)?;
     let mut stats = match pool {
-        Some(pool) => pool.install(|| count_pairs(&words)),
-        None => count_pairs(&words),
+        Some(pool) => pool.install(|| count_pairs(&pre_tokens)),
+        None => count_pairs(&pre_tokens),
     };
     let mut heap: BinaryHeap<(u64, Reverse<Pair>)> = stats
         .iter()
         .map(|(&pair, entry)| (entry.count, Reverse(pair)))
         .collect();
     // Each merge removes at least one symbol, which bounds the merges (and the reservation).
-    let most = num_merges.min(words.symbols.len());
+    let most = num_merges.min(pre_tokens.symbols.len());
     let mut trained = Trained {
         merges: Vec::with_capacity(most),
         counts: Vec::with_capacity(most),
@@ -269,14 +269,14 @@ pub fn train(
         let token = 256 + trained.merges.len() as u32;
         let mut candidates = stats
             .remove(&pair)
-            .map(|entry| entry.words)
+            .map(|entry| entry.pre_tokens)
             .unwrap_or_default();
         candidates.sort_unstable();
         candidates.dedup();
         added.clear();
         for &w in &candidates {
-            merge_word(
-                &mut words,
+            merge_pre_token(
+                &mut pre_tokens,
                 w as usize,
                 (left, right),
                 token,
@@ -311,19 +311,19 @@ mod tests {
     use crate::segment::rng::{random_pre_tokens, SplitMix64};
     use std::collections::BTreeMap;
 
-    /// The naive trainer: recount every adjacent pair of the current words, weighted by their
-    /// counts; merge the most frequent (ties: the smallest (left, right)) in every word, left to
-    /// right; repeat until `num_merges` or no pair is seen `min_frequency` times.
-    fn naive(words: &[(Vec<u8>, u64)], num_merges: usize, min_frequency: u64) -> Trained {
-        let mut words: Vec<(Vec<u32>, u64)> = words
+    /// The naive trainer: recount every adjacent pair of the current pre-tokens, weighted by their
+    /// counts; merge the most frequent (ties: the smallest (left, right)) in every pre-token, left
+    /// to right; repeat until `num_merges` or no pair is seen `min_frequency` times.
+    fn naive(pre_tokens: &[(Vec<u8>, u64)], num_merges: usize, min_frequency: u64) -> Trained {
+        let mut pre_tokens: Vec<(Vec<u32>, u64)> = pre_tokens
             .iter()
-            .map(|(word, count)| (word.iter().map(|&b| u32::from(b)).collect(), *count))
+            .map(|(pre_token, count)| (pre_token.iter().map(|&b| u32::from(b)).collect(), *count))
             .collect();
         let (mut merges, mut counts) = (Vec::new(), Vec::new());
         while merges.len() < num_merges {
             let mut pairs: BTreeMap<(u32, u32), u64> = BTreeMap::new();
-            for (word, count) in &words {
-                for pair in word.windows(2) {
+            for (pre_token, count) in &pre_tokens {
+                for pair in pre_token.windows(2) {
                     *pairs.entry((pair[0], pair[1])).or_default() += count;
                 }
             }
@@ -338,19 +338,19 @@ mod tests {
                 break;
             };
             let token = 256 + merges.len() as u32;
-            for (word, _) in &mut words {
-                let mut rewritten = Vec::with_capacity(word.len());
+            for (pre_token, _) in &mut pre_tokens {
+                let mut rewritten = Vec::with_capacity(pre_token.len());
                 let mut i = 0;
-                while i < word.len() {
-                    if i + 1 < word.len() && (word[i], word[i + 1]) == (left, right) {
+                while i < pre_token.len() {
+                    if pre_token[i..].starts_with(&[left, right]) {
                         rewritten.push(token);
                         i += 2;
                     } else {
-                        rewritten.push(word[i]);
+                        rewritten.push(pre_token[i]);
                         i += 1;
                     }
                 }
-                *word = rewritten;
+                *pre_token = rewritten;
             }
             merges.push((left, right));
             counts.push(count);
@@ -366,13 +366,14 @@ mod tests {
         for round in 0..400 {
             let alphabet = alphabets[round % alphabets.len()];
             let size = 1 + rng.below(12);
-            let words = random_pre_tokens(&mut rng, alphabet, size, 8, 0..5);
-            let data: Vec<u8> = words.iter().flat_map(|(word, _)| word.iter().copied()).collect();
+            let pre_tokens = random_pre_tokens(&mut rng, alphabet, size, 8, 0..5);
+            let data: Vec<u8> =
+                pre_tokens.iter().flat_map(|(pre_token, _)| pre_token.iter().copied()).collect();
             let mut offsets = vec![0i64];
-            for (word, _) in &words {
-                offsets.push(offsets.last().unwrap() + word.len() as i64);
+            for (pre_token, _) in &pre_tokens {
+                offsets.push(offsets.last().unwrap() + pre_token.len() as i64);
             }
-            let counts: Vec<u64> = words.iter().map(|&(_, count)| count).collect();
+            let counts: Vec<u64> = pre_tokens.iter().map(|&(_, count)| count).collect();
             let counted = PreTokenCounts::new(&data, &offsets, &counts).unwrap();
             let options = Options {
                 num_merges: rng.below(40),
@@ -380,15 +381,15 @@ mod tests {
                 progress_every: 1 + rng.below(5),
             };
             let Trained { merges, counts: merge_counts } =
-                naive(&words, options.num_merges, options.min_frequency);
+                naive(&pre_tokens, options.num_merges, options.min_frequency);
             let mut reported = Vec::new();
             let trained = train(&counted, &options, None, &mut |done| {
                 reported.push(done);
                 ControlFlow::Continue(())
             })
             .unwrap();
-            assert_eq!(trained.merges, merges, "{words:?}, {} merges", options.num_merges);
-            assert_eq!(trained.counts, merge_counts, "{words:?}");
+            assert_eq!(trained.merges, merges, "{pre_tokens:?}, {} merges", options.num_merges);
+            assert_eq!(trained.counts, merge_counts, "{pre_tokens:?}");
             let every = options.progress_every;
             let mut want: Vec<usize> = (every..=merges.len()).step_by(every).collect();
             if !merges.len().is_multiple_of(every) {

@@ -88,23 +88,23 @@ fn digamma(mut x: f64) -> f64 {
 
 /// Seed pieces with their weights: bytes (ids 0..255), characters, then frequent substrings.
 fn seed_pieces(
-    words: &[&[u8]],
+    pre_tokens: &[&[u8]],
     counts: &[u64],
     options: &UnigramOptions,
 ) -> (Vec<Vec<u8>>, Vec<f64>) {
     let max_length = options.max_piece_bytes.max(1);
     let mut byte_frequency = [0u64; 256];
     let mut characters: FxHashMap<Vec<u8>, u64> = FxHashMap::default();
-    for (&word, &count) in words.iter().zip(counts) {
-        for &byte in word {
+    for (&pre_token, &count) in pre_tokens.iter().zip(counts) {
+        for &byte in pre_token {
             byte_frequency[byte as usize] += count;
         }
-        if let Ok(text) = std::str::from_utf8(word) {
+        if let Ok(text) = std::str::from_utf8(pre_token) {
             for (start, character) in text.char_indices() {
                 let length = character.len_utf8();
                 if length > 1 && length <= max_length {
                     *characters
-                        .entry(word[start..start + length].to_vec())
+                        .entry(pre_token[start..start + length].to_vec())
                         .or_insert(0) += count;
                 }
             }
@@ -113,17 +113,17 @@ fn seed_pieces(
 
     // Suffixes that start on a character boundary, sorted by their first max_length bytes.
     let mut suffixes: Vec<(u32, u32)> = Vec::new();
-    for (index, word) in words.iter().enumerate() {
-        for (position, &byte) in word.iter().enumerate() {
+    for (index, pre_token) in pre_tokens.iter().enumerate() {
+        for (position, &byte) in pre_token.iter().enumerate() {
             if !is_continuation_byte(byte) {
                 suffixes.push((index as u32, position as u32));
             }
         }
     }
-    let key = |&(word, position): &(u32, u32)| -> &[u8] {
-        let word = words[word as usize];
+    let key = |&(pre_token, position): &(u32, u32)| -> &[u8] {
+        let pre_token = pre_tokens[pre_token as usize];
         let start = position as usize;
-        &word[start..(start + max_length).min(word.len())]
+        &pre_token[start..(start + max_length).min(pre_token.len())]
     };
     suffixes.par_sort_unstable_by(|x, y| key(x).cmp(key(y)));
     let n = suffixes.len();
@@ -140,29 +140,29 @@ fn seed_pieces(
         .collect();
     let mut weight_prefix = Vec::with_capacity(n + 1);
     weight_prefix.push(0u64);
-    for &(word, _) in &suffixes {
-        weight_prefix.push(weight_prefix.last().unwrap() + counts[word as usize]);
+    for &(pre_token, _) in &suffixes {
+        weight_prefix.push(weight_prefix.last().unwrap() + counts[pre_token as usize]);
     }
 
     // A min-heap of the best substrings so far: lowest score on top, and among equal scores
     // the largest bytes, so that ties keep the lexicographically smallest.
     let mut best: BinaryHeap<Reverse<(u64, Reverse<Vec<u8>>)>> = BinaryHeap::new();
     let mut offer = |entry: usize, depth: usize, parent_depth: usize, frequency: u64| {
-        let (word, position) = suffixes[entry];
-        let word = words[word as usize];
+        let (pre_token, position) = suffixes[entry];
+        let pre_token = pre_tokens[pre_token as usize];
         let start = position as usize;
         // The longest prefix of the node's string that ends on a character boundary.
         let mut length = depth;
         while length > 0
-            && start + length < word.len()
-            && is_continuation_byte(word[start + length])
+            && start + length < pre_token.len()
+            && is_continuation_byte(pre_token[start + length])
         {
             length -= 1;
         }
         if length <= parent_depth || length < 2 || frequency < 2 {
             return;
         }
-        let bytes = &word[start..start + length];
+        let bytes = &pre_token[start..start + length];
         if characters.contains_key(bytes) {
             return;
         }
@@ -236,21 +236,21 @@ fn seed_pieces(
 /// The training state: every seed piece keeps its index for the whole run, so the trie is built
 /// once; removed pieces score -inf and drop out of every lattice.
 struct Model<'c> {
-    words: &'c [&'c [u8]],
+    pre_tokens: &'c [&'c [u8]],
     counts: &'c [u64],
     pieces: Vec<Vec<u8>>,
     scores: Vec<f64>,
     alive: Vec<bool>,
     trie: ByteTrie,
     root: u32,
-    /// Each pre-token's lattice over the alive pieces, in chunks of WORDS_PER_CHUNK pre-tokens,
-    /// built once and filtered as pieces go, so EM scans flat arrays.
+    /// Each pre-token's lattice over the alive pieces, in chunks of PRE_TOKENS_PER_CHUNK
+    /// pre-tokens, built once and filtered as pieces go, so EM scans flat arrays.
     lattices: Vec<LatticeChunk>,
 }
 
 /// Pre-tokens per lattice chunk: the unit of parallel work, fixed so that sums are added in the
 /// same order whatever the thread count.
-const WORDS_PER_CHUNK: usize = 1024;
+const PRE_TOKENS_PER_CHUNK: usize = 1024;
 
 struct LatticeChunk {
     /// Edges of the chunk's k-th pre-token are edges[bounds[k]..bounds[k + 1]].
@@ -260,7 +260,7 @@ struct LatticeChunk {
 
 impl<'c> Model<'c> {
     fn new(
-        words: &'c [&'c [u8]],
+        pre_tokens: &'c [&'c [u8]],
         counts: &'c [u64],
         pieces: Vec<Vec<u8>>,
         scores: Vec<f64>,
@@ -274,7 +274,7 @@ impl<'c> Model<'c> {
         }
         let alive = vec![true; pieces.len()];
         let mut model = Model {
-            words,
+            pre_tokens,
             counts,
             pieces,
             scores,
@@ -291,16 +291,16 @@ impl<'c> Model<'c> {
     fn build_lattices(&mut self) {
         let live = self.live_scores();
         self.lattices = self
-            .words
-            .par_chunks(WORDS_PER_CHUNK)
+            .pre_tokens
+            .par_chunks(PRE_TOKENS_PER_CHUNK)
             .map(|chunk| {
                 let mut edges = Vec::new();
                 let mut bounds = vec![0];
-                for word in chunk {
+                for pre_token in chunk {
                     build_lattice(
                         &self.trie,
                         self.root,
-                        word,
+                        pre_token,
                         |t| live[t as usize],
                         &mut edges,
                     );
@@ -343,7 +343,7 @@ impl<'c> Model<'c> {
             .collect()
     }
 
-    /// Calls `f(word, count, edges)` for every pre-token, in parallel over fixed chunks, and
+    /// Calls `f(pre_token, count, edges)` for every pre-token, in parallel over fixed chunks, and
     /// returns the per-chunk sums of its results added in chunk order.
     fn sum_over_lattices(
         &self,
@@ -352,15 +352,15 @@ impl<'c> Model<'c> {
         let sums: Vec<f64> = self
             .lattices
             .par_iter()
-            .zip(self.words.par_chunks(WORDS_PER_CHUNK))
-            .zip(self.counts.par_chunks(WORDS_PER_CHUNK))
+            .zip(self.pre_tokens.par_chunks(PRE_TOKENS_PER_CHUNK))
+            .zip(self.counts.par_chunks(PRE_TOKENS_PER_CHUNK))
             .map_init(
                 || (Vec::new(), Vec::new()),
-                |scratch, ((lattice, words), counts)| {
+                |scratch, ((lattice, pre_tokens), counts)| {
                     let mut sum = 0.0;
-                    for (k, (word, &count)) in words.iter().zip(counts).enumerate() {
+                    for (k, (pre_token, &count)) in pre_tokens.iter().zip(counts).enumerate() {
                         let edges = &lattice.edges[lattice.bounds[k]..lattice.bounds[k + 1]];
-                        sum += f(word, count, edges, scratch);
+                        sum += f(pre_token, count, edges, scratch);
                     }
                     sum
                 },
@@ -403,12 +403,12 @@ impl<'c> Model<'c> {
     fn e_step(&self) -> (Vec<f64>, f64) {
         let live = self.live_scores();
         let expected: Vec<AtomicU64> = (0..self.pieces.len()).map(|_| AtomicU64::new(0)).collect();
-        let log_likelihood = self.sum_over_lattices(|word, count, edges, (forward, backward)| {
+        let log_likelihood = self.sum_over_lattices(|pre_token, count, edges, (forward, backward)| {
             let weight = count as f64 * FIXED_POINT;
             let score_of = |t: u32| live[t as usize];
             let total = forward_backward(
                 edges,
-                word.len(),
+                pre_token.len(),
                 score_of,
                 forward,
                 backward,
@@ -503,8 +503,8 @@ impl<'c> Model<'c> {
             })
             .collect();
         let frequency: Vec<AtomicU64> = (0..self.pieces.len()).map(|_| AtomicU64::new(0)).collect();
-        self.sum_over_lattices(|word, count, edges, _| {
-            if let Some((_, tokens)) = best_path(edges, word.len(), |t| live[t as usize]) {
+        self.sum_over_lattices(|pre_token, count, edges, _| {
+            if let Some((_, tokens)) = best_path(edges, pre_token.len(), |t| live[t as usize]) {
                 for token in tokens {
                     frequency[token as usize].fetch_add(count, AtomicOrdering::Relaxed);
                 }
@@ -568,12 +568,12 @@ pub fn train(
     if !(shrinking_factor > 0.0 && shrinking_factor < 1.0) {
         return Err(UnigramError::ShrinkingFactor(shrinking_factor));
     }
-    let words = counts.words();
+    let pre_tokens = counts.pre_tokens();
     let counts = counts.counts();
-    let (pieces, weights) = seed_pieces(&words, counts, options);
+    let (pieces, weights) = seed_pieces(&pre_tokens, counts, options);
     let total: f64 = weights.iter().sum();
     let scores = weights.iter().map(|&w| (w / total).ln()).collect();
-    let mut model = Model::new(&words, counts, pieces, scores);
+    let mut model = Model::new(&pre_tokens, counts, pieces, scores);
     let desired = ((256 + budget) as f64 * 1.1) as usize;
     let mut history = Vec::new();
     loop {
@@ -634,8 +634,8 @@ pub fn em(
             scores: scores.len(),
         });
     }
-    let words = counts.words();
-    let mut model = Model::new(&words, counts.counts(), pieces, scores);
+    let pre_tokens = counts.pre_tokens();
+    let mut model = Model::new(&pre_tokens, counts.counts(), pieces, scores);
     let mut log_likelihoods = Vec::new();
     for _ in 0..iterations {
         let (expected, log_likelihood) = model.e_step();
@@ -654,24 +654,24 @@ mod tests {
     use crate::segment::rng::{random_pre_tokens, SplitMix64};
     use std::collections::{BTreeMap, BTreeSet};
 
-    /// Flat buffers of `words` for `PreTokenCounts`.
-    fn flat(words: &[(Vec<u8>, u64)]) -> (Vec<u8>, Vec<i64>, Vec<u64>) {
-        let data = words.iter().flat_map(|(word, _)| word.iter().copied()).collect();
+    /// Flat buffers of `pre_tokens` for `PreTokenCounts`.
+    fn flat(pre_tokens: &[(Vec<u8>, u64)]) -> (Vec<u8>, Vec<i64>, Vec<u64>) {
+        let data = pre_tokens.iter().flat_map(|(pre_token, _)| pre_token.iter().copied()).collect();
         let mut offsets = vec![0i64];
-        for (word, _) in words {
-            offsets.push(offsets.last().unwrap() + word.len() as i64);
+        for (pre_token, _) in pre_tokens {
+            offsets.push(offsets.last().unwrap() + pre_token.len() as i64);
         }
-        (data, offsets, words.iter().map(|&(_, count)| count).collect())
+        (data, offsets, pre_tokens.iter().map(|&(_, count)| count).collect())
     }
 
     /// The seeds by enumeration: the bytes with their frequencies, the multi-byte characters
     /// (most frequent first, then bytewise), then among the substrings of 2 to `max_piece_bytes`
     /// bytes on character boundaries that are not one character, seen at least twice, and not
     /// always followed by the same character (a character that would not fit in
-    /// `max_piece_bytes`, or the end of the word, counts as none), the `seed_size` with the
+    /// `max_piece_bytes`, or the end of the pre-token, counts as none), the `seed_size` with the
     /// highest frequency x length (ties: bytewise smallest), in that order, weighted by it.
     fn brute_force_seeds(
-        words: &[(Vec<u8>, u64)],
+        pre_tokens: &[(Vec<u8>, u64)],
         options: &UnigramOptions,
     ) -> (Vec<Vec<u8>>, Vec<f64>) {
         let longest = options.max_piece_bytes.max(1);
@@ -679,13 +679,13 @@ mod tests {
         let mut weights = vec![0.0; 256];
         let mut characters: BTreeMap<Vec<u8>, u64> = BTreeMap::new();
         let mut substrings: BTreeMap<Vec<u8>, (u64, BTreeSet<Option<char>>)> = BTreeMap::new();
-        for (word, count) in words {
-            for &b in word {
+        for (pre_token, count) in pre_tokens {
+            for &b in pre_token {
                 weights[b as usize] += *count as f64;
             }
-            let text = std::str::from_utf8(word).unwrap();
+            let text = std::str::from_utf8(pre_token).unwrap();
             let bounds: Vec<usize> =
-                text.char_indices().map(|(i, _)| i).chain([word.len()]).collect();
+                text.char_indices().map(|(i, _)| i).chain([pre_token.len()]).collect();
             for (k, &start) in bounds.iter().enumerate() {
                 for &end in &bounds[k + 1..] {
                     if end - start > longest {
@@ -695,11 +695,11 @@ mod tests {
                         .chars()
                         .next()
                         .filter(|c| end - start + c.len_utf8() <= longest);
-                    let entry = substrings.entry(word[start..end].to_vec()).or_default();
+                    let entry = substrings.entry(pre_token[start..end].to_vec()).or_default();
                     entry.0 += count;
                     entry.1.insert(next);
                     if k + 1 < bounds.len() && end == bounds[k + 1] && end - start > 1 {
-                        *characters.entry(word[start..end].to_vec()).or_default() += count;
+                        *characters.entry(pre_token[start..end].to_vec()).or_default() += count;
                     }
                 }
             }
@@ -745,27 +745,27 @@ mod tests {
         for round in 0..300 {
             let size = 1 + rng.below(10);
             let alphabet = ALPHABETS[round % ALPHABETS.len()];
-            let words = random_pre_tokens(&mut rng, alphabet, size, 8, 1..5);
+            let pre_tokens = random_pre_tokens(&mut rng, alphabet, size, 8, 1..5);
             let options = options(&mut rng);
             let (slices, counts): (Vec<&[u8]>, Vec<u64>) =
-                words.iter().map(|(w, c)| (&w[..], *c)).unzip();
+                pre_tokens.iter().map(|(w, c)| (&w[..], *c)).unzip();
             let got = seed_pieces(&slices, &counts, &options);
-            let want = brute_force_seeds(&words, &options);
+            let want = brute_force_seeds(&pre_tokens, &options);
             let (size, longest) = (options.seed_size, options.max_piece_bytes);
-            assert_eq!(got.0, want.0, "{words:?}, seed size {size}, max {longest} bytes");
+            assert_eq!(got.0, want.0, "{pre_tokens:?}, seed size {size}, max {longest} bytes");
             assert_eq!(got.1, want.1);
         }
     }
 
-    /// Every segmentation of `word` into pieces with a finite score, as piece ids.
-    fn segmentations(word: &[u8], pieces: &[Vec<u8>], scores: &[f64]) -> Vec<Vec<u32>> {
-        if word.is_empty() {
+    /// Every segmentation of `pre_token` into pieces with a finite score, as piece ids.
+    fn segmentations(pre_token: &[u8], pieces: &[Vec<u8>], scores: &[f64]) -> Vec<Vec<u32>> {
+        if pre_token.is_empty() {
             return vec![Vec::new()];
         }
         let mut all = Vec::new();
         for (id, piece) in pieces.iter().enumerate() {
-            if scores[id].is_finite() && word.starts_with(piece) {
-                for mut rest in segmentations(&word[piece.len()..], pieces, scores) {
+            if scores[id].is_finite() && pre_token.starts_with(piece) {
+                for mut rest in segmentations(&pre_token[piece.len()..], pieces, scores) {
                     rest.insert(0, id as u32);
                     all.push(rest);
                 }
@@ -801,7 +801,7 @@ mod tests {
         for round in 0..100 {
             let alphabet = ALPHABETS[round % ALPHABETS.len()];
             let size = 1 + rng.below(6);
-            let words = random_pre_tokens(&mut rng, alphabet, size, 5, 1..5);
+            let pre_tokens = random_pre_tokens(&mut rng, alphabet, size, 5, 1..5);
             let extra = rng.below(12);
             let (pieces, mut scores) = random_model(&mut rng, alphabet, extra);
             // Removed pieces (-inf) take no part.
@@ -811,14 +811,14 @@ mod tests {
                 }
             }
             let (slices, counts): (Vec<&[u8]>, Vec<u64>) =
-                words.iter().map(|(w, c)| (&w[..], *c)).unzip();
+                pre_tokens.iter().map(|(w, c)| (&w[..], *c)).unzip();
             let model = Model::new(&slices, &counts, pieces.clone(), scores.clone());
             let (expected, log_likelihood) = model.e_step();
             let mut want = vec![0.0; pieces.len()];
             let mut want_likelihood = 0.0;
             let mut occurrences = 0.0;
-            for (word, count) in &words {
-                let all = segmentations(word, &pieces, &scores);
+            for (pre_token, count) in &pre_tokens {
+                let all = segmentations(pre_token, &pieces, &scores);
                 let log_probability =
                     |s: &Vec<u32>| s.iter().map(|&t| scores[t as usize]).sum::<f64>();
                 let total: f64 = all.iter().map(|s| log_probability(s).exp()).sum();
@@ -829,17 +829,17 @@ mod tests {
                         want[t as usize] += *count as f64 * posterior;
                     }
                 }
-                occurrences += (*count * word.len() as u64) as f64;
+                occurrences += (*count * pre_token.len() as u64) as f64;
             }
             assert!(
                 (log_likelihood - want_likelihood).abs() <= 1e-9 * want_likelihood.abs().max(1.0),
-                "{words:?}: {log_likelihood} vs {want_likelihood}"
+                "{pre_tokens:?}: {log_likelihood} vs {want_likelihood}"
             );
             for (t, (&got, &want)) in expected.iter().zip(&want).enumerate() {
                 // Each edge's share is rounded to 2^-24 in the fixed-point sum.
                 assert!(
                     (got - want).abs() <= 1e-6 * occurrences,
-                    "{words:?}: piece {t} {got} vs {want}"
+                    "{pre_tokens:?}: piece {t} {got} vs {want}"
                 );
             }
         }
@@ -851,14 +851,15 @@ mod tests {
         for round in 0..60 {
             let alphabet = ALPHABETS[round % ALPHABETS.len()];
             let size = 1 + rng.below(8);
-            let words = random_pre_tokens(&mut rng, alphabet, size, 6, 1..5);
+            let pre_tokens = random_pre_tokens(&mut rng, alphabet, size, 6, 1..5);
             let extra = 1 + rng.below(15);
             let (pieces, scores) = random_model(&mut rng, alphabet, extra);
-            let (data, offsets, counts) = flat(&words);
+            let (data, offsets, counts) = flat(&pre_tokens);
             let counted = PreTokenCounts::new(&data, &offsets, &counts).unwrap();
             let (_, likelihoods) = em(&counted, pieces, scores, 8, false).unwrap();
             for pair in likelihoods.windows(2) {
-                assert!(pair[1] >= pair[0] - 1e-9 * pair[0].abs(), "{words:?}: {likelihoods:?}");
+                let not_lower = pair[1] >= pair[0] - 1e-9 * pair[0].abs();
+                assert!(not_lower, "{pre_tokens:?}: {likelihoods:?}");
             }
         }
     }
@@ -869,8 +870,8 @@ mod tests {
         for round in 0..100 {
             let alphabet = ALPHABETS[round % ALPHABETS.len()];
             let size = 1 + rng.below(12);
-            let words = random_pre_tokens(&mut rng, alphabet, size, 8, 1..5);
-            let (data, offsets, counts) = flat(&words);
+            let pre_tokens = random_pre_tokens(&mut rng, alphabet, size, 8, 1..5);
+            let (data, offsets, counts) = flat(&pre_tokens);
             let counted = PreTokenCounts::new(&data, &offsets, &counts).unwrap();
             let options = options(&mut rng);
             let budget = rng.below(20);
@@ -886,7 +887,8 @@ mod tests {
             for piece in &vocab[256..] {
                 assert!((2..=options.max_piece_bytes).contains(&piece.len()));
                 assert!(std::str::from_utf8(piece).is_ok(), "{piece:?} cuts a character");
-                assert!(words.iter().any(|(w, _)| w.windows(piece.len()).any(|s| s == &piece[..])));
+                let holds = |(w, _): &(Vec<u8>, _)| w.windows(piece.len()).any(|s| s == &piece[..]);
+                assert!(pre_tokens.iter().any(holds));
             }
             let alive: Vec<usize> = trained.history.iter().map(|round| round.pieces).collect();
             assert_eq!(reported, alive);

@@ -11,9 +11,9 @@
 //! with the marker and be longer than it (it would read as a continuation), and such pairs are
 //! never merged. A merge whose result already exists reuses that id and costs no budget.
 //!
-//! Speed: like BPE, only the words that contain the merged pair are touched. The priority queue
-//! is lazy: an entry stores the three counts it was scored with and is discarded when popped if
-//! any of them changed. Because n(a) and n(b) fall after merging (a, b), every pair that
+//! Speed: like BPE, only the pre-tokens that contain the merged pair are touched. The priority
+//! queue is lazy: an entry stores the three counts it was scored with and is discarded when popped
+//! if any of them changed. Because n(a) and n(b) fall after merging (a, b), every pair that
 //! contains a, b or the new token changes score, so all of those are pushed again.
 use std::cmp::Ordering;
 use std::collections::BinaryHeap;
@@ -83,17 +83,22 @@ struct Trainer<'m> {
     continuation: Vec<bool>,
     token_ids: FxHashMap<(Vec<u8>, bool), u32>,
     symbol_count: Vec<u64>,
-    words: Vec<Vec<u32>>,
-    word_count: Vec<u64>,
+    pre_tokens: Vec<Vec<u32>>,
+    pre_token_count: Vec<u64>,
     pair_count: FxHashMap<Pair, u64>,
-    pair_words: FxHashMap<Pair, Vec<u32>>,
+    pair_pre_tokens: FxHashMap<Pair, Vec<u32>>,
     /// For each token, the pairs with a non-zero count it takes part in.
     partners: Vec<FxHashSet<Pair>>,
     heap: BinaryHeap<Candidate>,
 }
 
 impl<'m> Trainer<'m> {
-    fn new(words: &[&[u8]], counts: &[u64], marker: Option<&'m [u8]>, min_frequency: u64) -> Self {
+    fn new(
+        pre_tokens: &[&[u8]],
+        counts: &[u64],
+        marker: Option<&'m [u8]>,
+        min_frequency: u64,
+    ) -> Self {
         let mut trainer = Trainer {
             marker,
             min_frequency: min_frequency.max(1),
@@ -101,10 +106,10 @@ impl<'m> Trainer<'m> {
             continuation: Vec::new(),
             token_ids: FxHashMap::default(),
             symbol_count: Vec::new(),
-            words: Vec::with_capacity(words.len()),
-            word_count: Vec::with_capacity(words.len()),
+            pre_tokens: Vec::with_capacity(pre_tokens.len()),
+            pre_token_count: Vec::with_capacity(pre_tokens.len()),
             pair_count: FxHashMap::default(),
-            pair_words: FxHashMap::default(),
+            pair_pre_tokens: FxHashMap::default(),
             partners: Vec::new(),
             heap: BinaryHeap::new(),
         };
@@ -119,11 +124,11 @@ impl<'m> Trainer<'m> {
             }
         }
         let continuation_base = if marker.is_some() { 256 } else { 0 };
-        for (&word, &count) in words.iter().zip(counts) {
-            if word.is_empty() || count == 0 {
+        for (&pre_token, &count) in pre_tokens.iter().zip(counts) {
+            if pre_token.is_empty() || count == 0 {
                 continue;
             }
-            let symbols: Vec<u32> = word
+            let symbols: Vec<u32> = pre_token
                 .iter()
                 .enumerate()
                 .map(|(i, &b)| {
@@ -137,17 +142,17 @@ impl<'m> Trainer<'m> {
             for &symbol in &symbols {
                 trainer.symbol_count[symbol as usize] += count;
             }
-            let word_index = trainer.words.len() as u32;
+            let pre_token_index = trainer.pre_tokens.len() as u32;
             for pair in symbols.windows(2) {
                 let pair = (pair[0], pair[1]);
                 *trainer.pair_count.entry(pair).or_insert(0) += count;
-                let list = trainer.pair_words.entry(pair).or_default();
-                if list.last() != Some(&word_index) {
-                    list.push(word_index);
+                let list = trainer.pair_pre_tokens.entry(pair).or_default();
+                if list.last() != Some(&pre_token_index) {
+                    list.push(pre_token_index);
                 }
             }
-            trainer.words.push(symbols);
-            trainer.word_count.push(count);
+            trainer.pre_tokens.push(symbols);
+            trainer.pre_token_count.push(count);
         }
         let pairs: Vec<Pair> = trainer.pair_count.keys().copied().collect();
         for pair in pairs {
@@ -217,44 +222,44 @@ impl<'m> Trainer<'m> {
     /// Merges every occurrence of `pair` into `merged`, updating all counts and the queue.
     fn merge(&mut self, pair: Pair, merged: u32) {
         let (left, right) = pair;
-        let mut affected = self.pair_words.remove(&pair).unwrap_or_default();
+        let mut affected = self.pair_pre_tokens.remove(&pair).unwrap_or_default();
         affected.sort_unstable();
         affected.dedup();
         let mut delta: FxHashMap<Pair, i64> = FxHashMap::default();
         let mut merged_total: u64 = 0;
-        for &word_index in &affected {
-            let word = &self.words[word_index as usize];
-            if !word.windows(2).any(|w| (w[0], w[1]) == pair) {
+        for &pre_token_index in &affected {
+            let pre_token = &self.pre_tokens[pre_token_index as usize];
+            if !pre_token.windows(2).any(|w| (w[0], w[1]) == pair) {
                 continue; // a stale index entry
             }
-            let count = self.word_count[word_index as usize];
-            for w in word.windows(2) {
+            let count = self.pre_token_count[pre_token_index as usize];
+            for w in pre_token.windows(2) {
                 *delta.entry((w[0], w[1])).or_insert(0) -= count as i64;
             }
-            let mut rebuilt = Vec::with_capacity(word.len());
+            let mut rebuilt = Vec::with_capacity(pre_token.len());
             let mut i = 0;
-            while i < word.len() {
-                if i + 1 < word.len() && word[i] == left && word[i + 1] == right {
+            while i < pre_token.len() {
+                if i + 1 < pre_token.len() && pre_token[i] == left && pre_token[i + 1] == right {
                     rebuilt.push(merged);
                     merged_total += count;
                     i += 2;
                 } else {
-                    rebuilt.push(word[i]);
+                    rebuilt.push(pre_token[i]);
                     i += 1;
                 }
             }
             for w in rebuilt.windows(2) {
                 let new_pair = (w[0], w[1]);
                 *delta.entry(new_pair).or_insert(0) += count as i64;
-                // Only pairs with the new token are new to this word.
+                // Only pairs with the new token are new to this pre-token.
                 if w[0] == merged || w[1] == merged {
-                    let list = self.pair_words.entry(new_pair).or_default();
-                    if list.last() != Some(&word_index) {
-                        list.push(word_index);
+                    let list = self.pair_pre_tokens.entry(new_pair).or_default();
+                    if list.last() != Some(&pre_token_index) {
+                        list.push(pre_token_index);
                     }
                 }
             }
-            self.words[word_index as usize] = rebuilt;
+            self.pre_tokens[pre_token_index as usize] = rebuilt;
         }
         self.symbol_count[left as usize] -= merged_total;
         self.symbol_count[right as usize] -= merged_total;
@@ -268,7 +273,7 @@ impl<'m> Trainer<'m> {
             let new = (old as i64 + d) as u64;
             if new == 0 {
                 self.pair_count.remove(&p);
-                self.pair_words.remove(&p);
+                self.pair_pre_tokens.remove(&p);
                 self.partners[p.0 as usize].remove(&p);
                 self.partners[p.1 as usize].remove(&p);
             } else {
@@ -308,7 +313,7 @@ pub fn train(
     report: &mut dyn FnMut(usize),
 ) -> WordPieceTraining {
     let marker = marker.filter(|m| !m.is_empty());
-    let mut trainer = Trainer::new(&counts.words(), counts.counts(), marker, min_frequency);
+    let mut trainer = Trainer::new(&counts.pre_tokens(), counts.counts(), marker, min_frequency);
     let mut learned = 0;
     let mut merges = Vec::new();
     while learned < budget {
@@ -352,12 +357,12 @@ mod tests {
     use crate::segment::rng::{random_pre_tokens, SplitMix64};
     use std::collections::BTreeMap;
 
-    /// The naive trainer: each round recounts n(a, b) and n(a) over the current segmentation,
-    /// takes the allowed pair seen at least `min_frequency` times with the highest
-    /// n(a, b) / (n(a) n(b)) (compared exactly; ties: the smallest pair), and rewrites every word
-    /// left to right. Tokens are (bytes, is continuation); a merge whose token exists reuses it.
+    /// The naive trainer: each round recounts n(a, b) and n(a) over the current segmentation, takes
+    /// the allowed pair seen at least `min_frequency` times with the highest n(a, b) / (n(a) n(b))
+    /// (compared exactly; ties: the smallest pair), and rewrites every pre-token left to right.
+    /// Tokens are (bytes, is continuation); a merge whose token exists reuses it.
     fn naive(
-        words: &[(Vec<u8>, u64)],
+        pre_tokens: &[(Vec<u8>, u64)],
         budget: usize,
         marker: Option<&[u8]>,
         min_frequency: u64,
@@ -367,11 +372,11 @@ mod tests {
             tokens.extend((0..=255u8).map(|b| (vec![b], true)));
         }
         let later = if marker.is_some() { 256 } else { 0 };
-        let mut words: Vec<(Vec<u32>, u64)> = words
+        let mut pre_tokens: Vec<(Vec<u32>, u64)> = pre_tokens
             .iter()
-            .filter(|(word, count)| !word.is_empty() && *count > 0)
-            .map(|(word, count)| {
-                let ids = word
+            .filter(|(pre_token, count)| !pre_token.is_empty() && *count > 0)
+            .map(|(pre_token, count)| {
+                let ids = pre_token
                     .iter()
                     .enumerate()
                     .map(|(i, &b)| if i == 0 { u32::from(b) } else { later + u32::from(b) })
@@ -384,11 +389,11 @@ mod tests {
         while learned < budget {
             let mut pairs: BTreeMap<(u32, u32), u64> = BTreeMap::new();
             let mut uses = vec![0u64; tokens.len()];
-            for (word, count) in &words {
-                for &t in word {
+            for (pre_token, count) in &pre_tokens {
+                for &t in pre_token {
                     uses[t as usize] += count;
                 }
-                for pair in word.windows(2) {
+                for pair in pre_token.windows(2) {
                     *pairs.entry((pair[0], pair[1])).or_default() += count;
                 }
             }
@@ -429,19 +434,19 @@ mod tests {
                     tokens.len() as u32 - 1
                 }
             };
-            for (word, _) in &mut words {
-                let mut rewritten = Vec::with_capacity(word.len());
+            for (pre_token, _) in &mut pre_tokens {
+                let mut rewritten = Vec::with_capacity(pre_token.len());
                 let mut i = 0;
-                while i < word.len() {
-                    if i + 1 < word.len() && (word[i], word[i + 1]) == (left, right) {
+                while i < pre_token.len() {
+                    if pre_token[i..].starts_with(&[left, right]) {
                         rewritten.push(merged);
                         i += 2;
                     } else {
-                        rewritten.push(word[i]);
+                        rewritten.push(pre_token[i]);
                         i += 1;
                     }
                 }
-                *word = rewritten;
+                *pre_token = rewritten;
             }
             merges.push((left, right, merged));
         }
@@ -465,18 +470,19 @@ mod tests {
             let alphabet = alphabets[round % alphabets.len()];
             let marker = markers[rng.below(markers.len())];
             let size = 1 + rng.below(10);
-            let words = random_pre_tokens(&mut rng, alphabet, size, 7, 0..5);
-            let data: Vec<u8> = words.iter().flat_map(|(word, _)| word.iter().copied()).collect();
+            let pre_tokens = random_pre_tokens(&mut rng, alphabet, size, 7, 0..5);
+            let data: Vec<u8> =
+                pre_tokens.iter().flat_map(|(pre_token, _)| pre_token.iter().copied()).collect();
             let mut offsets = vec![0i64];
-            for (word, _) in &words {
-                offsets.push(offsets.last().unwrap() + word.len() as i64);
+            for (pre_token, _) in &pre_tokens {
+                offsets.push(offsets.last().unwrap() + pre_token.len() as i64);
             }
-            let counts: Vec<u64> = words.iter().map(|&(_, count)| count).collect();
+            let counts: Vec<u64> = pre_tokens.iter().map(|&(_, count)| count).collect();
             let counted = PreTokenCounts::new(&data, &offsets, &counts).unwrap();
             let (budget, min_frequency) = (rng.below(30), rng.below(3) as u64);
-            let want = naive(&words, budget, marker, min_frequency);
+            let want = naive(&pre_tokens, budget, marker, min_frequency);
             let trained = train(&counted, budget, marker, min_frequency, &mut |_| {});
-            let case = format!("{words:?}, marker {marker:?}, budget {budget}");
+            let case = format!("{pre_tokens:?}, marker {marker:?}, budget {budget}");
             assert_eq!(trained.merges, want.merges, "{case}");
             assert_eq!(trained.vocab, want.vocab);
         }
