@@ -12,7 +12,7 @@ use crate::compat::added_tokens::AddedTokens;
 use crate::compat::char_longest_match::CharLongestMatch;
 use crate::compat::char_merges::CharMerges;
 use crate::compat::char_viterbi::CharViterbi;
-use crate::compat::pipeline::Words;
+use crate::compat::pipeline::PreTokens;
 use crate::compat::sentencepiece::SentencePieceNormalizer;
 use crate::compat::{check_ids, Unknowns};
 use crate::segment::encoder::Encoder;
@@ -94,7 +94,7 @@ impl PyAddedTokens {
 }
 
 /// A pre-tokenised document as Python passes it: (data, lengths, added).
-type WordsFromPython<'py> = (Bound<'py, PyBytes>, Vec<usize>, Vec<(usize, u32)>);
+type PreTokensFromPython<'py> = (Bound<'py, PyBytes>, Vec<usize>, Vec<(usize, u32)>);
 
 /// An encoder for a loaded pipeline: its pre-tokeniser drops the text a regex does not match.
 fn loaded_encoder(
@@ -111,7 +111,7 @@ impl PyEncoder {
     /// Character-level BPE. `tokens[i]` are the bytes id i decodes to; `strings` are the
     /// (text, id) pairs a character or merge result is looked up by; `merges[k] = (left, right,
     /// merged)` has rank k; `byte_tokens` are (byte, id) of the `<0xXX>` tokens. With
-    /// `byte_symbols` a word starts as single bytes; `pattern` pre-tokenises in the core.
+    /// `byte_symbols` a pre-token starts as single bytes; `pattern` pre-tokenises in the core.
     /// `merge_ranks[k]`, when given, is merge k's rank instead of k (equal ranks: leftmost first).
     #[staticmethod]
     #[allow(clippy::too_many_arguments)]
@@ -146,7 +146,7 @@ impl PyEncoder {
     }
 
     /// Unigram (`pattern`: the pre-tokeniser regex run in the core, if any): `lattice` holds
-    /// the (text, id, score) entries a word can be cut into; `unk_score` is the score of an
+    /// the (text, id, score) entries a pre-token can be cut into; `unk_score` is the score of an
     /// unknown character; `single_precision` sums scores in f32.
     #[staticmethod]
     #[allow(clippy::too_many_arguments)]
@@ -219,8 +219,8 @@ impl PyEncoder {
         })
     }
 
-    /// The ids of one document pre-tokenised by a loaded pipeline: its words back to back in
-    /// `data`, cut at `lengths`, with the `added` tokens as (index of the word they precede, id).
+    /// The ids of one document pre-tokenised by a loaded pipeline: its pre-tokens back to back in
+    /// `data`, cut at `lengths`, the `added` tokens as (index of the pre-token they precede, id).
     fn encode_words(
         &self,
         py: Python<'_>,
@@ -228,8 +228,8 @@ impl PyEncoder {
         lengths: Vec<usize>,
         added: Vec<(usize, u32)>,
     ) -> PyResult<Vec<u32>> {
-        let document = Words::new(data, &lengths, &added)?;
-        Ok(py.detach(|| self.inner.words_ids(&document)))
+        let document = PreTokens::new(data, &lengths, &added)?;
+        Ok(py.detach(|| self.inner.encode_pre_tokens(&document)))
     }
 
     /// `encode_words` of many (data, lengths, added) documents, in parallel with the GIL
@@ -238,19 +238,19 @@ impl PyEncoder {
     fn encode_words_batch(
         &self,
         py: Python<'_>,
-        documents: Vec<WordsFromPython<'_>>,
+        documents: Vec<PreTokensFromPython<'_>>,
         num_threads: Option<usize>,
     ) -> PyResult<Vec<Vec<u32>>> {
         let documents = documents
             .iter()
-            .map(|(data, lengths, added)| Words::new(data.as_bytes(), lengths, added))
-            .collect::<Result<Vec<Words>, _>>()?;
+            .map(|(data, lengths, added)| PreTokens::new(data.as_bytes(), lengths, added))
+            .collect::<Result<Vec<PreTokens>, _>>()?;
         let inner = &self.inner;
         py.detach(|| {
             with_threads(num_threads, || {
                 documents
                     .par_iter()
-                    .map(|document| inner.words_ids(document))
+                    .map(|document| inner.encode_pre_tokens(document))
                     .collect()
             })
         })

@@ -236,7 +236,7 @@ impl fmt::Display for CompatError {
                     "the charsmap's trie size {size} does not fit its {length} bytes"
                 )
             }
-            CompatError::WordLengths { total, data } => write!(
+            CompatError::PreTokenLengths { total, data } => write!(
                 f,
                 "the word lengths add up to {total} bytes, not to the {data} bytes of the data"
             ),

@@ -2,7 +2,7 @@
 use super::{char_len, strings, Strings};
 use crate::segment::Segmenter;
 
-/// WordPiece's greedy longest match, with a continuation marker and one unknown token per word
+/// WordPiece's greedy longest match, with a continuation marker and one unknown token per pre-token
 /// that cannot be cut or has more than `max_chars` characters.
 pub struct CharLongestMatch {
     tokens: Strings,
@@ -14,11 +14,11 @@ pub struct CharLongestMatch {
 }
 
 impl Segmenter for CharLongestMatch {
-    fn segment(&self, word: &[u8], out: &mut Vec<u32>) {
+    fn segment(&self, pre_token: &[u8], out: &mut Vec<u32>) {
         let mut boundaries = vec![0];
         let mut at = 0;
-        while at < word.len() {
-            at += char_len(word, at);
+        while at < pre_token.len() {
+            at += char_len(pre_token, at);
             boundaries.push(at);
         }
         if boundaries.len() - 1 > self.max_chars {
@@ -33,12 +33,12 @@ impl Segmenter for CharLongestMatch {
             if first > 0 {
                 key.extend_from_slice(&self.continuation);
             }
-            // Candidates end at the boundaries after `first` that keep the key within the
-            // longest string, tried longest first: a step costs the longest token, not the word.
+            // Candidates end at the boundaries after `first` that keep the key within the longest
+            // string, tried longest first: a step costs the longest token, not the pre-token.
             let (prefix, start) = (key.len(), boundaries[first]);
             let ends = boundaries[first + 1..]
                 .partition_point(|&end| prefix + end - start <= self.longest);
-            key.extend_from_slice(&word[start..boundaries[first + ends]]);
+            key.extend_from_slice(&pre_token[start..boundaries[first + ends]]);
             let mut found = None;
             for last in (first + 1..=first + ends).rev() {
                 key.truncate(prefix + boundaries[last] - start);
@@ -64,7 +64,7 @@ impl Segmenter for CharLongestMatch {
 
 impl CharLongestMatch {
     /// `strings` are the (text, id) pairs of the vocabulary, continuation forms included (e.g.
-    /// "##ing" with `continuation` "##"); a word of more than `max_chars` characters is `unk`.
+    /// "##ing" with `continuation` "##"); a pre-token of more than `max_chars` characters is `unk`.
     pub fn new(
         strings: Vec<(Vec<u8>, u32)>,
         continuation: Vec<u8>,
@@ -88,7 +88,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn longest_match_gives_one_unknown_for_an_uncuttable_word() {
+    fn longest_match_gives_one_unknown_for_an_uncuttable_pre_token() {
         let strings = ["un", "##able", "##a", "x"]
             .iter()
             .enumerate()

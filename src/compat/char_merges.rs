@@ -11,26 +11,26 @@ use crate::segment::Segmenter;
 pub struct CharMerges {
     tokens: Strings,
     /// The tokens that are one symbol (a character, or a byte with `byte_symbols`), by
-    /// `symbol_key`: the lookup every symbol of every word makes.
+    /// `symbol_key`: the lookup every symbol of every pre-token makes.
     symbols: FxHashMap<u64, u32>,
     /// `symbols` of the ASCII characters (NONE: not a token), looked up without hashing.
     ascii_symbols: [u32; 128],
     /// Symbols are single bytes (byte-level vocabularies) instead of characters.
     byte_symbols: bool,
-    /// A word that is itself a token is that token, whatever the merges say (HF's ignore_merges).
+    /// A pre-token that is a token is that token, whatever the merges say (HF's ignore_merges).
     ignore_merges: bool,
     pairs: FxHashMap<u64, (u32, u32)>,
     unknowns: Unknowns,
-    /// Whether a word may be cut before each "▁" and each stretch merged on its own: no merge
+    /// Whether a pre-token may be cut before each "▁" and each stretch merged on its own: no merge
     /// joins a symbol to a following one that starts with "▁" (SentencePiece's pieces carry it
     /// only first), so merges never cross those cuts and stretches merge independently,
-    /// each in the order it would within the word. Shorter heaps, same ids.
+    /// each in the order it would within the pre-token. Shorter heaps, same ids.
     cut_at_markers: bool,
 }
 
-/// Words of at most this many symbols merge by scanning an array of pair ranks; longer ones use
-/// a heap (the scan is quadratic, the heap's bookkeeping costs more on short words).
-const SHORT_WORD: usize = 32;
+/// Pre-tokens of at most this many symbols merge by scanning an array of pair ranks; longer ones
+/// use a heap (the scan is quadratic, the heap's bookkeeping costs more on short pre-tokens).
+const SHORT_PRE_TOKEN: usize = 32;
 
 /// SentencePiece's word marker, which stands for a space.
 const MARKER: &[u8] = "\u{2581}".as_bytes();
@@ -98,18 +98,18 @@ impl CharMerges {
             .all(|&pair| !starts_with_marker.contains(&(pair as u32)))
     }
 
-    /// The first symbols of a word (HF's rule): each character's token, else its byte tokens,
+    /// The first symbols of a pre-token (HF's rule): each character's token, else its byte tokens,
     /// else the unknown token (fused with a preceding unknown if `fuse_unk`), else nothing.
-    fn initial_symbols(&self, word: &[u8], ids: &mut Vec<u32>) {
+    fn initial_symbols(&self, pre_token: &[u8], ids: &mut Vec<u32>) {
         let mut pending_unk = false;
         let mut at = 0;
-        while at < word.len() {
+        while at < pre_token.len() {
             let len = if self.byte_symbols {
                 1
             } else {
-                char_len(word, at)
+                char_len(pre_token, at)
             };
-            let character = &word[at..at + len];
+            let character = &pre_token[at..at + len];
             at += len;
             let symbol = match character {
                 &[byte] if byte < 0x80 => {
@@ -147,45 +147,45 @@ impl CharMerges {
 }
 
 impl Segmenter for CharMerges {
-    fn segment(&self, word: &[u8], out: &mut Vec<u32>) {
+    fn segment(&self, pre_token: &[u8], out: &mut Vec<u32>) {
         if self.ignore_merges {
-            if let Some((id, _)) = self.tokens.get(word) {
+            if let Some((id, _)) = self.tokens.get(pre_token) {
                 out.push(id);
                 return;
             }
         }
         if !self.cut_at_markers {
-            self.merge(word, out);
+            self.merge(pre_token, out);
             return;
         }
         let mut start = 0;
         let mut at = 1;
-        while let Some(found) = word
+        while let Some(found) = pre_token
             .get(at..)
             .and_then(|rest| rest.iter().position(|&byte| byte == MARKER[0]))
         {
             at += found;
-            if word[at..].starts_with(MARKER) {
-                self.merge(&word[start..at], out);
+            if pre_token[at..].starts_with(MARKER) {
+                self.merge(&pre_token[start..at], out);
                 start = at;
             }
             at += 1;
         }
-        self.merge(&word[start..], out);
+        self.merge(&pre_token[start..], out);
     }
 }
 
 impl CharMerges {
-    /// BPE on one word (or one stretch of it): repeatedly join the adjacent pair of lowest
+    /// BPE on one pre-token (or one stretch of it): repeatedly join the adjacent pair of lowest
     /// rank, leftmost first.
-    fn merge(&self, word: &[u8], out: &mut Vec<u32>) {
+    fn merge(&self, pre_token: &[u8], out: &mut Vec<u32>) {
         let mark = out.len();
-        self.initial_symbols(word, out);
+        self.initial_symbols(pre_token, out);
         let n = out.len() - mark;
         if n < 2 {
             return;
         }
-        if n <= SHORT_WORD {
+        if n <= SHORT_PRE_TOKEN {
             self.merge_short(out, mark);
         } else {
             let ids = out.split_off(mark);
@@ -193,13 +193,13 @@ impl CharMerges {
         }
     }
 
-    /// `merge` on the at most `SHORT_WORD` symbols at `out[mark..]`, in place: each round scans
-    /// the ranks of the adjacent pairs (kept in an array, two looked up again per merge).
+    /// `merge` on the at most `SHORT_PRE_TOKEN` symbols at `out[mark..]`, in place: each round
+    /// scans the ranks of the adjacent pairs (kept in an array, two looked up again per merge).
     fn merge_short(&self, out: &mut Vec<u32>, mark: usize) {
         let symbols = &mut out[mark..];
         let mut len = symbols.len();
         // pairs[i]: (rank, merged id) of symbols i and i + 1; rank NONE: no merge.
-        let mut pairs = [(NONE, NONE); SHORT_WORD];
+        let mut pairs = [(NONE, NONE); SHORT_PRE_TOKEN];
         for i in 0..len - 1 {
             pairs[i] = self.join(symbols[i], symbols[i + 1]);
         }
@@ -290,7 +290,7 @@ impl CharMerges {
 impl CharMerges {
     /// `strings` are the (text, id) pairs a character or merge result is looked up by;
     /// `merges[k] = (left, right, merged)` has rank k, or `merge_ranks[k]` when given (equal
-    /// ranks: leftmost first). With `byte_symbols` a word starts as single bytes.
+    /// ranks: leftmost first). With `byte_symbols` a pre-token starts as single bytes.
     pub fn new(
         strings: Vec<(Vec<u8>, u32)>,
         merges: &[(u32, u32, u32)],
@@ -397,15 +397,15 @@ mod tests {
         }
     }
 
-    fn random_word(rng: &mut SplitMix64, length: usize) -> Vec<u8> {
+    fn random_pre_token(rng: &mut SplitMix64, length: usize) -> Vec<u8> {
         let alphabet = ["a", "b", "c", "d", "\u{2581}", "x"];
         (0..length)
             .flat_map(|_| alphabet[(rng.next_u64() % 6) as usize].bytes())
             .collect()
     }
 
-    /// Short words merge by scanning, long ones with the heap, and a word may be cut before
-    /// each "▁" only when no merge joins across it: all give what the plain heap merge gives.
+    /// Short pre-tokens merge by scanning, long ones with the heap, and a pre-token may be cut
+    /// before each "▁" only when no merge joins across it: all agree with the plain heap merge.
     #[test]
     fn merge_shortcuts_give_the_heap_merge() {
         let mut rng = SplitMix64::new(1);
@@ -414,17 +414,17 @@ mod tests {
             assert_eq!(segmenter.cut_at_markers, !right_marker);
             for _ in 0..3000 {
                 let length = (rng.next_u64() % 80) as usize + 1;
-                let word = random_word(&mut rng, length);
+                let pre_token = random_pre_token(&mut rng, length);
                 let mut expected = Vec::new();
-                segmenter.initial_symbols(&word, &mut expected);
+                segmenter.initial_symbols(&pre_token, &mut expected);
                 let mut heap = Vec::new();
                 segmenter.merge_long(expected, &mut heap);
                 let mut out = vec![12345];
-                segmenter.segment(&word, &mut out);
-                assert_eq!(&out[1..], &heap[..], "{}", String::from_utf8_lossy(&word));
+                segmenter.segment(&pre_token, &mut out);
+                assert_eq!(&out[1..], &heap[..], "{}", String::from_utf8_lossy(&pre_token));
                 segmenter.cut_at_markers = false;
                 let mut uncut = Vec::new();
-                segmenter.segment(&word, &mut uncut);
+                segmenter.segment(&pre_token, &mut uncut);
                 assert_eq!(uncut, heap);
                 segmenter.cut_at_markers = !right_marker;
             }

@@ -25,8 +25,8 @@ struct Best<S> {
 }
 
 impl<S: Score> CharViterbi<S> {
-    /// `lattice` holds the (text, id, score) entries a word can be cut into; `unk_score` (finite)
-    /// is the score of an unknown character.
+    /// `lattice` holds the (text, id, score) entries a pre-token can be cut into; `unk_score`
+    /// (finite) is the score of an unknown character.
     pub fn new(
         lattice: &[(Vec<u8>, u32, f64)],
         unknowns: Unknowns,
@@ -54,21 +54,21 @@ impl<S: Score> CharViterbi<S> {
     /// position no path starts from or goes back through (both only visit boundaries), so it
     /// never counts and needs no check.
     #[inline(always)]
-    fn forward<const SMALL_SCORES: bool>(&self, word: &[u8], best: &mut [Best<S>]) {
-        let n = word.len();
+    fn forward<const SMALL_SCORES: bool>(&self, pre_token: &[u8], best: &mut [Best<S>]) {
+        let n = pre_token.len();
         let slots = &self.lattice.slots;
         let root_base = slots[0].base;
         let mut start = 0;
         while start < n {
             let so_far = best[start].score;
-            let first_len = char_len(word, start);
+            let first_len = char_len(pre_token, start);
             let mut has_single_character = false;
             // Candidates in order of length, as the trie's prefix search yields them.
             let mut node = 0u32;
             let mut base = root_base;
             let mut end = start;
             while end < n {
-                let next = base + word[end] as u32;
+                let next = base + pre_token[end] as u32;
                 let slot = &slots[next as usize];
                 if slot.parent != node {
                     break;
@@ -106,16 +106,16 @@ impl<S: Score> CharViterbi<S> {
 }
 
 impl<S: Score> Segmenter for CharViterbi<S> {
-    fn segment(&self, word: &[u8], out: &mut Vec<u32>) {
-        let n = word.len();
+    fn segment(&self, pre_token: &[u8], out: &mut Vec<u32>) {
+        let n = pre_token.len();
         if n >= NONE as usize {
             // Positions are u32: a pre-token of 4 GiB or more (whose lattice alone would take 50 GB)
             // is cut in two at a character boundary.
             let half = (n / 2..n)
-                .find(|&at| word[at] & 0xc0 != 0x80)
+                .find(|&at| pre_token[at] & 0xc0 != 0x80)
                 .unwrap_or(n / 2);
-            self.segment(&word[..half], out);
-            self.segment(&word[half..], out);
+            self.segment(&pre_token[..half], out);
+            self.segment(&pre_token[half..], out);
             return;
         }
         let mut best = vec![
@@ -132,9 +132,9 @@ impl<S: Score> Segmenter for CharViterbi<S> {
             id: NONE,
         };
         if self.small_scores {
-            self.forward::<true>(word, &mut best);
+            self.forward::<true>(pre_token, &mut best);
         } else {
-            self.forward::<false>(word, &mut best);
+            self.forward::<false>(pre_token, &mut best);
         }
         // Back from the end; NONE marks an unknown span.
         let mut path: Vec<(usize, usize, u32)> = Vec::new();
@@ -159,7 +159,7 @@ impl<S: Score> Segmenter for CharViterbi<S> {
                     i += 1;
                 }
             }
-            match self.unknowns.bytes_of(&word[start..end]) {
+            match self.unknowns.bytes_of(&pre_token[start..end]) {
                 Some(bytes) => out.extend(bytes),
                 None => out.push(self.unknowns.unk.unwrap_or(NONE)),
             }

@@ -1,17 +1,17 @@
 //! What reading other libraries' files (HF tokenizer.json, SentencePiece .model) needs in the
 //! core: their segmenters, which work on characters, and SentencePiece's normaliser.
 //!
-//! Their vocabularies are character strings, not bytes: a word starts as its UTF-8 characters,
+//! Their vocabularies are character strings, not bytes: a pre-token starts as its UTF-8 characters,
 //! a character outside the vocabulary becomes its `<0xXX>` byte tokens (byte fallback) or the
 //! unknown token, and the rules follow the original libraries exactly:
 //! - `CharMerges` (HF BPE and SentencePiece BPE): repeatedly join the adjacent pair of lowest
 //!   rank, leftmost first;
 //! - `CharViterbi` (Unigram): the segmentation of highest total score; a character no token
 //!   starts with costs the unknown score; earlier candidates win ties;
-//! - `CharLongestMatch` (WordPiece): the longest vocabulary prefix, then the longest
-//!   continuation (with the `##` marker), and the whole word is unknown if a step finds nothing.
+//! - `CharLongestMatch` (WordPiece): the longest vocabulary prefix, then the longest continuation
+//!   (with the `##` marker), and the whole pre-token is unknown if a step finds nothing.
 //!
-//! Each word arrives as the UTF-8 bytes of one pre-token; bytes that are not UTF-8 count as
+//! Each pre-token arrives as its UTF-8 bytes; bytes that are not UTF-8 count as
 //! one-byte characters (they can only reach the vocabulary through byte fallback). The files:
 //! `trie.rs` (the double-array trie of the lattice strings), one file per segmenter,
 //! `added_tokens.rs` (HF's added tokens found in a text),
@@ -42,9 +42,9 @@ pub enum CompatError {
     CharsmapHeader { length: usize },
     /// The charsmap's trie size (from its header) does not fit the charsmap.
     CharsmapSize { size: usize, length: usize },
-    /// A document's word lengths do not add up to its data.
-    WordLengths { total: usize, data: usize },
-    /// A document's added tokens are not in word order, or point past its last word.
+    /// A document's pre-token lengths do not add up to its data.
+    PreTokenLengths { total: usize, data: usize },
+    /// A document's added tokens are not in pre-token order, or point past its last pre-token.
     AddedTokenIndices,
     /// The added tokens' matcher could not be built (the error's words).
     AddedTokens(String),

@@ -1,21 +1,21 @@
 //! Whole documents through the Rust stages of a loaded pipeline: SentencePiece's normaliser
-//! and segmenter, or the words an HF pipeline's Python stages leave, with its added tokens.
+//! and segmenter, or the pre-tokens an HF pipeline's Python stages leave, with its added tokens.
 use super::sentencepiece::{Part, SentencePieceNormalizer};
 use super::CompatError;
 use crate::segment::encoder::Encoder;
 
-/// A document as a loaded pipeline's Python stages leave it: words back to back in `data`, cut
-/// at `lengths`, and the added tokens found in it as (index of the word they precede, id), in
-/// order (an index equal to the number of words puts the token at the end).
-pub struct Words<'a> {
+/// A document as a loaded pipeline's Python stages leave it: pre-tokens back to back in `data`, cut
+/// at `lengths`, and the added tokens found in it as (index of the pre-token they precede, id), in
+/// order (an index equal to the number of pre-tokens puts the token at the end).
+pub struct PreTokens<'a> {
     data: &'a [u8],
     lengths: &'a [usize],
     added: &'a [(usize, u32)],
 }
 
-impl<'a> Words<'a> {
-    /// Checks that the lengths add up to the data and that the added tokens' word indices are
-    /// in order and at most the number of words.
+impl<'a> PreTokens<'a> {
+    /// Checks that the lengths add up to the data and that the added tokens' pre-token indices are
+    /// in order and at most the number of pre-tokens.
     pub fn new(
         data: &'a [u8],
         lengths: &'a [usize],
@@ -23,7 +23,7 @@ impl<'a> Words<'a> {
     ) -> Result<Self, CompatError> {
         let total = lengths.iter().sum::<usize>();
         if total != data.len() {
-            return Err(CompatError::WordLengths {
+            return Err(CompatError::PreTokenLengths {
                 total,
                 data: data.len(),
             });
@@ -36,7 +36,7 @@ impl<'a> Words<'a> {
         {
             return Err(CompatError::AddedTokenIndices);
         }
-        Ok(Words {
+        Ok(PreTokens {
             data,
             lengths,
             added,
@@ -52,15 +52,15 @@ impl Encoder {
         let normalized = normalizer.normalize_bytes(text);
         let mut out = Vec::with_capacity(normalized.len() / 2);
         normalizer.split_user_defined(&normalized, |part| match part {
-            Part::Text(stretch) => self.segment_word_into(stretch, &mut out),
+            Part::Text(stretch) => self.segment_pre_token_into(stretch, &mut out),
             Part::UserDefined(id) => out.push(id),
         });
         out
     }
 
-    /// The ids of a pre-tokenised document: each word through the core pre-tokeniser (the
+    /// The ids of a pre-tokenised document: each pre-token through the core pre-tokeniser (the
     /// pipeline's regex, if it runs here) and the segmenter, the added tokens in their places.
-    pub fn words_ids(&self, document: &Words) -> Vec<u32> {
+    pub fn encode_pre_tokens(&self, document: &PreTokens) -> Vec<u32> {
         let mut out = Vec::with_capacity(document.data.len() / 2);
         let mut added = document.added.iter().peekable();
         let mut start = 0;

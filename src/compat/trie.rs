@@ -2,7 +2,7 @@
 //! character-level Viterbi segmenter.
 use super::{Score, NONE};
 
-/// A byte trie of the lattice strings: walking a word from a start position visits every token
+/// A byte trie of the lattice strings: walking a pre-token from a start position visits every token
 /// that starts there, shortest first, and stops as soon as no token continues. It is a double
 /// array: the child of slot `s` by byte `b` is slot `base(s) + b` if that slot's parent is `s`.
 /// A slot also holds the token that ends there, so a step of the walk loads one slot.

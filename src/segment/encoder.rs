@@ -140,8 +140,8 @@ impl Encoder {
 
     /// Text that is already one pre-token -> ids, appended to `out`, skipping the pre-tokeniser
     /// (whose UTF-8 check over the whole text costs ~6% where the caller guarantees valid UTF-8).
-    pub fn segment_word_into(&self, word: &[u8], out: &mut Vec<u32>) {
-        self.segmenter.segment(word, out);
+    pub fn segment_pre_token_into(&self, pre_token: &[u8], out: &mut Vec<u32>) {
+        self.segmenter.segment(pre_token, out);
     }
 
     /// Ordinary text (no special tokens) -> ids, appended to `out`. Pieces the segmenter cannot
