@@ -145,7 +145,7 @@ def test_the_counter_equals_a_counter_of_the_split_whatever_the_batches_and_thre
 
 def test_a_counter_refuses_to_add_unsorted_counts():
     counter = polytok._core.PreTokenCounter(None, [], 1)
-    with pytest.raises(ValueError, match=r"added operand: words 0 and 1 are not in strictly increasing byte order"):
+    with pytest.raises(ValueError, match=r"added operand: pre-tokens 0 and 1 are not in strictly increasing byte order"):
         counter.add_counts((b"ba", np.array([0, 1, 2]), np.array([1, 1], dtype=np.uint64)))
 
 
@@ -205,7 +205,7 @@ def test_adding_counts_of_different_patterns_is_refused():
 
 def test_adding_malformed_counts_names_the_problem():
     unsorted = PreTokenCounts(b"ba", np.array([0, 1, 2]), np.array([1, 1]))
-    with pytest.raises(ConfigError, match=r"left operand: words 0 and 1 are not in strictly increasing byte order"):
+    with pytest.raises(ConfigError, match=r"left operand: pre-tokens 0 and 1 are not in strictly increasing byte order"):
         unsorted + PreTokenCounts.from_dict({b"a": 1})
     bad_offsets = PreTokenCounts(b"ab", np.array([0, 1, 5]), np.array([1, 1]))
     with pytest.raises(ConfigError, match=r"right operand: offsets run from 0 to 5; expected 0 to 2"):

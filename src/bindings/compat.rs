@@ -221,7 +221,7 @@ impl PyEncoder {
 
     /// The ids of one document pre-tokenised by a loaded pipeline: its pre-tokens back to back in
     /// `data`, cut at `lengths`, the `added` tokens as (index of the pre-token they precede, id).
-    fn encode_words(
+    fn encode_pre_tokens(
         &self,
         py: Python<'_>,
         data: &[u8],
@@ -232,10 +232,10 @@ impl PyEncoder {
         Ok(py.detach(|| self.inner.encode_pre_tokens(&document)))
     }
 
-    /// `encode_words` of many (data, lengths, added) documents, in parallel with the GIL
+    /// `encode_pre_tokens` of many (data, lengths, added) documents, in parallel with the GIL
     /// released, on `num_threads` threads or rayon's global pool; ids in input order.
     #[pyo3(signature = (documents, num_threads))]
-    fn encode_words_batch(
+    fn encode_pre_tokens_batch(
         &self,
         py: Python<'_>,
         documents: Vec<PreTokensFromPython<'_>>,

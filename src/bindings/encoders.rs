@@ -587,7 +587,7 @@ impl PyShortestPath {
     }
 
     /// Sum over counted pre-tokens (the counts triple) of count x fewest tokens.
-    fn count_words(
+    fn count_pre_tokens(
         &self,
         py: Python<'_>,
         data: &[u8],

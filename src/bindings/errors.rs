@@ -69,10 +69,10 @@ impl fmt::Display for CountsError {
                 "offsets must not decrease, but offsets[{index}] > offsets[{}]",
                 index + 1
             ),
-            CountsError::EmptyPreToken { index } => write!(f, "word {index} is empty"),
+            CountsError::EmptyPreToken { index } => write!(f, "pre-token {index} is empty"),
             CountsError::Unsorted { index } => write!(
                 f,
-                "words {} and {index} are not in strictly increasing byte order",
+                "pre-tokens {} and {index} are not in strictly increasing byte order",
                 index - 1
             ),
         }
@@ -238,11 +238,12 @@ impl fmt::Display for CompatError {
             }
             CompatError::PreTokenLengths { total, data } => write!(
                 f,
-                "the word lengths add up to {total} bytes, not to the {data} bytes of the data"
+                "the pre-token lengths add up to {total} bytes, not to the {data} bytes of the data"
             ),
             CompatError::AddedTokenIndices => write!(
                 f,
-                "the added tokens' word indices must be in order and at most the number of words"
+                "the added tokens' pre-token indices must be in order and at most the number of \
+                 pre-tokens"
             ),
             CompatError::AddedTokens(ref error) => {
                 write!(f, "the added tokens cannot be matched: {error}")
@@ -276,7 +277,7 @@ impl fmt::Display for BpeError {
             BpeError::TooLarge => {
                 write!(
                     f,
-                    "more than 2^32 - 1 words, or a word of 2^32 bytes or more"
+                    "more than 2^32 - 1 pre-tokens, or a pre-token of 2^32 bytes or more"
                 )
             }
         }

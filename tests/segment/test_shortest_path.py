@@ -65,11 +65,11 @@ def test_vocabulary_must_hold_every_byte():
         _core.ShortestPathSegmenter(BYTES + [b""])
 
 
-def test_count_words_is_the_weighted_sum():
+def test_count_pre_tokens_is_the_weighted_sum():
     vocab = BYTES + [b"he", b"hell", b"llo", b" wor", b"ld"]
     counts = PreTokenCounts.from_dict({b"hello": 3, b" world": 2, b"\xff\xfe": 5, b"x": 1})
     segmenter = _core.ShortestPathSegmenter(vocab)
     expected = sum(len(segmenter.segment(w)) * c for w, c in counts)
-    assert segmenter.count_words(counts.data, counts.offsets, counts.counts) == expected == 2 * 3 + 2 * 2 + 10 + 1
+    assert segmenter.count_pre_tokens(counts.data, counts.offsets, counts.counts) == expected == 2 * 3 + 2 * 2 + 10 + 1
     with pytest.raises(ValueError):
-        segmenter.count_words(counts.data, counts.offsets[:-1], counts.counts)
+        segmenter.count_pre_tokens(counts.data, counts.offsets[:-1], counts.counts)

@@ -274,4 +274,4 @@ def shortest_path_tokens(vocabulary: list[bytes], counts: PreTokenCounts) -> int
     """Total tokens of the counted corpus when every pre-token is cut into the fewest tokens of
     `vocabulary` (which must hold the 256 single bytes)."""
     segmenter = _core.ShortestPathSegmenter(vocabulary)
-    return int(segmenter.count_words(counts.data, counts.offsets, counts.counts))
+    return int(segmenter.count_pre_tokens(counts.data, counts.offsets, counts.counts))

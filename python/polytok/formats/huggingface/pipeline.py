@@ -62,14 +62,14 @@ class HuggingFacePipeline(Pipeline):
     def encode(self, encoder: Any, text: str | bytes, split_added: bool | frozenset[str] = True) -> list[int]:
         """The ids of `text` through the file's pipeline and the core `encoder`; `split_added`
         says which added tokens are cut out (True: all, False: none, or a set of contents)."""
-        return encoder.encode_words(*self._words(text, split_added))
+        return encoder.encode_pre_tokens(*self._words(text, split_added))
 
     def encode_batch(
         self, encoder: Any, texts: list[str | bytes], num_threads: int | None, split_added: bool | frozenset[str] = True
     ) -> list[list[int]]:
         """`encode` of each text: the Python stages (added tokens, normaliser, pre-tokeniser
         steps) run here one text after another, the core's part in parallel on `num_threads`."""
-        return encoder.encode_words_batch([self._words(text, split_added) for text in texts], num_threads)
+        return encoder.encode_pre_tokens_batch([self._words(text, split_added) for text in texts], num_threads)
 
     def _matchers(self, split_added: bool | frozenset[str]) -> tuple[Any, Any]:
         """The (raw, normalised) matchers of the added tokens that `split_added` cuts out."""
@@ -88,7 +88,7 @@ class HuggingFacePipeline(Pipeline):
 
     def _words(self, text: str | bytes, split_added: bool | frozenset[str]) -> tuple[bytes, list[int], list[tuple[int, int]]]:
         """The Python stages of the pipeline: the words of `text` back to back, their lengths,
-        and each added token as (index of the word it precedes, id), for the core's encode_words."""
+        and each added token as (index of the word it precedes, id), for the core's encode_pre_tokens."""
         text = self._text(text)
         words: list[bytes] = []
         added: list[tuple[int, int]] = []
@@ -174,7 +174,7 @@ class HuggingFacePipeline(Pipeline):
                     raise self._misaligned("the pre-tokeniser's words")
                 items.extend((word, None) for word in words)
                 origin.extend(word_origin)
-        encoded = iter(encoder.encode_words_batch(
+        encoded = iter(encoder.encode_pre_tokens_batch(
             [(word.encode("utf-8"), [len(word.encode("utf-8"))], []) for word, token_id in items if token_id is None], 1))
         ids: list[int] = []
         spans: list[int] = []
