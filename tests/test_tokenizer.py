@@ -315,3 +315,22 @@ def test_token_histogram_counts_the_ordinary_encoding():
             expected[token] += 1
     for threads in (1, 2):
         assert tokenizer.token_histogram(texts, num_threads=threads).tolist() == expected.tolist()
+
+
+def test_empty_entries_are_unused_ids_within_limits():
+    byte_tokens = [bytes([byte]) for byte in range(256)]
+    # ids 256 and 257 are no ordinary token; a special token takes 257, and 258 is learned
+    tokenizer = Tokenizer(byte_tokens + [b"", b"", b"ab"], segmenter="merges", pattern=None,
+                          special_tokens={"<s>": 257}, merges=[(97, 98)])
+    assert tokenizer.encode("abab<s>", allowed_special="all") == [258, 258, 257]
+    assert tokenizer.vocab_size == 258 and tokenizer.n_vocab == 259
+    with pytest.raises(DecodeError, match="id 256 .* except \\[256, 257\\]"):
+        tokenizer.decode([256])
+    with pytest.raises(ConfigError, match="names an unused"):
+        Tokenizer(byte_tokens + [b""], segmenter="merges", pattern=None, merges=[(97, 256)])
+    with pytest.raises(ConfigError, match="ordinary token's id|whose vocabulary entry is empty"):
+        Tokenizer(byte_tokens + [b"ab"], segmenter="merges", pattern=None, special_tokens={"<s>": 256})
+    with pytest.raises(ConfigError, match="token 256 is empty"):
+        Tokenizer(byte_tokens + [b""], segmenter="viterbi", pattern=None, scores=[0.0] * 257)
+    with pytest.raises(ConfigError, match="1025 vocabulary entries are empty"):
+        Tokenizer(byte_tokens + [b""] * 1025, segmenter="shortest_path", pattern=None)

@@ -14,6 +14,7 @@ from polytok.formats.tiktoken import load_tiktoken
 from polytok.metrics import corpus_stats, evaluate
 from polytok.tokenizer import Tokenizer
 from polytok.trainers import train
+from polytok.trainers.extend import extend
 from polytok.version import __version__
 
 __all__ = [
@@ -29,6 +30,7 @@ __all__ = [
     "count",
     "errors",
     "evaluate",
+    "extend",
     "load",
     "load_huggingface",
     "load_sentencepiece",

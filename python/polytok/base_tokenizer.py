@@ -51,7 +51,8 @@ class BaseTokenizer(abc.ABC):
     def _index_tokens(self) -> None:
         self._id_of_token: dict[bytes, int] = {}
         for token_id, token in enumerate(self.vocab):
-            self._id_of_token.setdefault(token, token_id)
+            if token:  # an empty entry is an unused id
+                self._id_of_token.setdefault(token, token_id)
         self._policies: dict[tuple, Any] = {}
 
     @staticmethod
@@ -372,7 +373,8 @@ class BaseTokenizer(abc.ABC):
 
     def _id_ranges(self) -> str:
         specials = sorted(self._special_tokens.values())
-        text = f"ordinary ids are 0..{len(self.vocab) - 1}"
+        unused = [token_id for token_id, token in enumerate(self.vocab) if not token]
+        text = f"ordinary ids are 0..{len(self.vocab) - 1}" + (f" except {unused}" if unused else "")
         return text + (f" and special ids are {specials}" if specials else " and there are no special ids")
 
     @property
@@ -386,8 +388,8 @@ class BaseTokenizer(abc.ABC):
 
     @property
     def vocab_size(self) -> int:
-        """The number of tokens, ordinary and special."""
-        return len(self.vocab) + len(self._special_tokens)
+        """The number of tokens, ordinary and special (empty vocabulary entries are no tokens)."""
+        return sum(1 for token in self.vocab if token) + len(self._special_tokens)
 
     @property
     def n_vocab(self) -> int:
@@ -402,7 +404,7 @@ class BaseTokenizer(abc.ABC):
     def info(self) -> dict[str, Any]:
         """A description for people and scripts: algorithm, sizes, pattern, specials, records."""
         preset = next((name for name, regex in PRESETS.items() if regex == self.pattern), None)
-        lengths = [len(token) for token in self.vocab]
+        lengths = [len(token) for token in self.vocab if token]
         certificate = self.certificate
         if certificate is not None and hasattr(certificate, "to_dict"):
             certificate = certificate.to_dict()
@@ -410,7 +412,7 @@ class BaseTokenizer(abc.ABC):
             "algorithm": self.algorithm,
             "segmenter": self.segmenter,
             "vocab_size": self.vocab_size,
-            "ordinary_tokens": len(self.vocab),
+            "ordinary_tokens": len(lengths),
             "special_tokens": self.special_tokens,
             "pattern": preset if preset is not None else self.pattern,
             "longest_token_bytes": max(lengths),

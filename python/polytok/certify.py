@@ -302,7 +302,7 @@ def ordinary_vocabulary(tokenizer: Any) -> list[bytes]:
     special_ids = set(dict(getattr(tokenizer, "special_tokens", None) or {}).values())
     vocabulary = getattr(tokenizer, "vocab", None)
     if vocabulary is not None:
-        return [bytes(token) for token in vocabulary]
+        return [bytes(token) for token in vocabulary if token]  # an empty entry is an unused id
     return [tokenizer.token_bytes(i) for i in range(tokenizer.vocab_size) if i not in special_ids]
 
 

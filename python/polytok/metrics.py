@@ -38,9 +38,12 @@ class TokenizerView:
         self.tokenizer = tokenizer
         if hasattr(tokenizer, "token_bytes") and hasattr(tokenizer, "vocab_size"):
             self.vocab_size = int(tokenizer.vocab_size)
+            #: one past the largest id: ids may have gaps (cl100k's 100256, an extension's new ids)
+            self.id_limit = int(getattr(tokenizer, "n_vocab", self.vocab_size))
             self.token_bytes = tokenizer.token_bytes
         elif hasattr(tokenizer, "decode_single_token_bytes") and hasattr(tokenizer, "n_vocab"):
             self.vocab_size = int(tokenizer.n_vocab)
+            self.id_limit = self.vocab_size
             self.token_bytes = tokenizer.decode_single_token_bytes
         else:
             raise ConfigError(
@@ -56,7 +59,7 @@ class TokenizerView:
         if histogram is not None:
             found = histogram(texts, num_threads)
             if len(found) > len(counts):
-                raise EncodeError(f"the tokeniser has ids up to {len(found) - 1}, beyond its vocab_size {len(counts)}")
+                raise EncodeError(f"the tokeniser has ids up to {len(found) - 1}, beyond its largest id {len(counts) - 1}")
             counts[: len(found)] += found.astype(np.int64)
             return
         encoded = self.encode_batch(texts, num_threads)
@@ -74,6 +77,21 @@ class TokenizerView:
         except ValueError as error:
             # tiktoken refuses special-token text in the input with a ValueError.
             raise EncodeError(f"cannot encode the corpus: {error}") from None
+
+    def token_ids(self) -> list[int]:
+        """Every id that is a token, in order (the gaps between ids left out)."""
+        vocabulary = getattr(self.tokenizer, "vocab", None)
+        if vocabulary is not None and hasattr(self.tokenizer, "special_tokens"):
+            ordinary = [token_id for token_id, token in enumerate(vocabulary) if token]
+            return sorted(ordinary + list(self.tokenizer.special_tokens.values()))
+        ids = []
+        for token_id in range(self.id_limit):
+            try:
+                self.token_bytes(token_id)
+            except (KeyError, ValueError):  # tiktoken's and polytok's answer to an id no token has
+                continue
+            ids.append(token_id)
+        return ids
 
     def pieces(self, ids: Iterable[int]) -> list[bytes]:
         """The bytes of each id."""
@@ -240,7 +258,7 @@ def evaluate_documents(
 ) -> dict[str, Any] | None:
     """`evaluate` on documents (str or bytes) rather than a corpus source; None if they hold no text."""
     view = TokenizerView(tokenizer)
-    counts = np.zeros(view.vocab_size, dtype=np.int64)
+    counts = np.zeros(view.id_limit, dtype=np.int64)
     totals = {"documents": 0, "bytes": 0, "characters": 0, "words": 0, "lines": 0}
     with progress_bar(progress, desc="evaluate", unit="B", unit_scale=True, leave=False) as bar:
         for batch, characters in _batches(documents, batch_characters):

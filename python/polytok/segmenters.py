@@ -73,6 +73,10 @@ SEGMENTERS: dict[str, Callable[[Tokenizer, SpecialPairs], Any]] = {
     "shortest_path": _shortest_path,
 }
 
+# The segmenters whose vocabulary may have empty entries: ids no ordinary token has (a gap, or a
+# special token's id), which extending a vocabulary past its special ids leaves (trainers/extend.py).
+SEGMENTERS_WITH_UNUSED_IDS = frozenset({"merges", "shortest_path"})
+
 
 def merge_triples(vocab: list[bytes], merges: list[tuple[int, int]]) -> list[tuple[int, int, int]]:
     """(left, right, merged id) per merge. polytok's layout (256 bytes, then merge k is id 256+k)

@@ -28,7 +28,7 @@ def _vocabularies(tokenizer: Any) -> tuple[set[bytes], set[bytes]]:
     special_ids = set(_special_ids(tokenizer))
     everything: set[bytes] = set()
     learned: set[bytes] = set()
-    for identifier in range(view.vocab_size):
+    for identifier in view.token_ids():
         piece = view.token_bytes(identifier)
         everything.add(piece)
         if identifier not in special_ids and len(piece) > 1:

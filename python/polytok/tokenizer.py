@@ -17,13 +17,21 @@ from polytok import _core, checks
 from polytok.base_tokenizer import BaseTokenizer, SpecialSet
 from polytok.errors import ConfigError, PatternError
 from polytok.pretokenize import resolve_pattern
-from polytok.segmenters import DEFAULT_ALGORITHM, DEFAULT_CACHE_SIZE, SEGMENTERS, build_encoder
+from polytok.segmenters import (
+    DEFAULT_ALGORITHM,
+    DEFAULT_CACHE_SIZE,
+    SEGMENTERS,
+    SEGMENTERS_WITH_UNUSED_IDS,
+    build_encoder,
+)
 
 __all__ = ["BaseTokenizer", "SpecialSet", "Tokenizer"]
 
 
 class Tokenizer(BaseTokenizer):
     """A byte-level tokeniser: `vocab[i]` is the bytes of ordinary id i; special ids come after.
+    An empty entry (merges and shortest_path only) is an id no ordinary token has: a gap, or a
+    special token's id among the ordinary ones, as an extended tiktoken vocabulary has them.
 
     `segmenter` says how a pre-token is cut ("merges", "longest_match", "viterbi",
     "shortest_path"); `merges` (pairs of ids, in order), `scores` and `continuation_marker` are
@@ -75,30 +83,43 @@ class Tokenizer(BaseTokenizer):
             raise ConfigError(f"unknown segmenter {self.segmenter!r}; known: {sorted(SEGMENTERS)}", "'segmenter'")
         if not self.vocab:
             raise ConfigError("the vocabulary is empty", "'vocab'")
-        for token_id, token in enumerate(self.vocab):
-            if not token:
-                raise ConfigError(f"token {token_id} is empty; every token needs at least one byte", f"'vocab'[{token_id}]")
+        unused = {token_id for token_id, token in enumerate(self.vocab) if not token}
+        if unused and self.segmenter not in SEGMENTERS_WITH_UNUSED_IDS:
+            token_id = min(unused)
+            raise ConfigError(f"token {token_id} is empty; every token needs at least one byte", f"'vocab'[{token_id}]")
+        if unused:
+            # The segmenters that allow empty entries need every byte; name the entry that lost one.
+            present = {token for token in self.vocab if len(token) == 1}
+            missing = next((byte for byte in range(256) if bytes([byte]) not in present), None)
+            if missing is not None:
+                field = f"'vocab'[{missing}]" if missing in unused else "'vocab'"
+                raise ConfigError(f"token {missing} is empty, and byte 0x{missing:02x} is no other token; the "
+                                  f"{self.segmenter!r} segmenter needs all 256 single bytes", field)
         seen_ids: dict[int, str] = {}
-        # Ids are dense: the core's id table has an entry for every id up to the largest.
-        limit = len(self.vocab) + len(self._special_tokens) + _core.MAX_UNUSED_IDS
+        # Ids are dense: the core's id table has an entry for every id up to the largest, and at
+        # most MAX_UNUSED_IDS of them may be no token (empty vocabulary entries included).
+        limit = len(self.vocab) - len(unused) + len(self._special_tokens) + _core.MAX_UNUSED_IDS
         for text, token_id in self._special_tokens.items():
             field = f"'special_tokens'[{text!r}]"
             if not isinstance(text, str) or not text:
                 raise ConfigError(f"special token {text!r} must be a non-empty str", field)
-            if not checks.is_integer(token_id) or token_id < len(self.vocab):
+            if not checks.is_integer(token_id) or token_id < 0 or (token_id < len(self.vocab) and token_id not in unused):
                 raise ConfigError(
-                    f"special token {text!r} has id {token_id!r}; special ids must be integers "
-                    f"after the {len(self.vocab)} ordinary ids", field
+                    f"special token {text!r} has id {token_id!r}; special ids must be integers after the "
+                    f"{len(self.vocab)} ordinary ids, or ids whose vocabulary entry is empty (unused)", field
                 )
             if token_id in seen_ids:
                 raise ConfigError(f"special tokens {seen_ids[token_id]!r} and {text!r} share id {token_id}", field)
             if token_id >= limit:
                 raise ConfigError(
-                    f"special token {text!r} has id {token_id}; ids must be dense: the special ids follow the "
-                    f"{len(self.vocab)} ordinary ids with at most {_core.MAX_UNUSED_IDS} unused ids in all, "
-                    f"so every id is below {limit}", field
+                    f"special token {text!r} has id {token_id}; ids must be dense: at most "
+                    f"{_core.MAX_UNUSED_IDS} ids below the largest may be no token, so every id is below {limit}", field
                 )
             seen_ids[token_id] = text
+        if len(unused) > _core.MAX_UNUSED_IDS:
+            raise ConfigError(
+                f"{len(unused)} vocabulary entries are empty (unused ids); at most {_core.MAX_UNUSED_IDS} may be", "'vocab'"
+            )
         if self.scores is not None:
             if len(self.scores) != len(self.vocab):
                 raise ConfigError(f"{len(self.scores)} scores for {len(self.vocab)} tokens", "'scores'")
@@ -111,6 +132,8 @@ class Tokenizer(BaseTokenizer):
                 if not (0 <= left < len(self.vocab) and 0 <= right < len(self.vocab)):
                     raise ConfigError(f"merge {index} ({left}, {right}) names an id outside 0..{len(self.vocab) - 1}",
                                       f"'merges'[{index}]")
+                if left in unused or right in unused:
+                    raise ConfigError(f"merge {index} ({left}, {right}) names an unused (empty) id", f"'merges'[{index}]")
 
     # ---- the encoding core (the public methods are BaseTokenizer's) -------------------------
 

@@ -14,6 +14,7 @@ use crate::pretokenize::PreTokenizeError;
 use crate::segment::encoder::{BuildError, PolicyError};
 use crate::segment::{ByteRole, VocabularyError, MAX_UNUSED_IDS};
 use crate::train::bpe::BpeError;
+use crate::train::extend::ExtendError;
 use crate::train::unigram::UnigramError;
 
 pyo3::create_exception!(
@@ -166,12 +167,17 @@ impl fmt::Display for VocabularyError {
             ),
             VocabularyError::MergeId { rank, id, tokens } => write!(
                 f,
-                "merge {rank} names id {id}, but the ids of the {tokens} tokens are 0..{}",
+                "merge {rank} names id {id}, which is no token: the ids of the {tokens} tokens are \
+                 0..{}, empty entries aside",
                 tokens.saturating_sub(1)
             ),
             VocabularyError::TooManyTokens { tokens } => {
                 write!(f, "{tokens} tokens; at most 2^32 - 1 fit the ids")
             }
+            VocabularyError::TooManyUnusedIds { unused } => write!(
+                f,
+                "{unused} tokens are empty (ids no token has); at most {MAX_UNUSED_IDS} may be"
+            ),
         }
     }
 }
@@ -286,6 +292,28 @@ impl fmt::Display for BpeError {
 
 impl From<BpeError> for PyErr {
     fn from(error: BpeError) -> PyErr {
+        value_error(error)
+    }
+}
+
+impl fmt::Display for ExtendError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ExtendError::Bpe(error) => error.fmt(f),
+            ExtendError::FirstId { first_id, tokens } => write!(
+                f,
+                "the first new id {first_id} is below the base's {tokens} ids, or the new ids pass 2^32 - 1"
+            ),
+            ExtendError::UnknownId { id } => write!(
+                f,
+                "the base encoder cut a pre-token into id {id}, which has no bytes in the vocabulary given"
+            ),
+        }
+    }
+}
+
+impl From<ExtendError> for PyErr {
+    fn from(error: ExtendError) -> PyErr {
         value_error(error)
     }
 }

@@ -1,5 +1,6 @@
-//! The trainers (`polytok.trainers`): BPE, WordPiece and Unigram on the counts triple, with
-//! the GIL released while they run and progress reported to a Python callback.
+//! The trainers (`polytok.trainers`): BPE (and its continuation from a base), WordPiece and
+//! Unigram on the counts triple, with the GIL released while they run and progress reported to
+//! a Python callback.
 use std::ops::ControlFlow;
 
 use numpy::ndarray::Array2;
@@ -9,10 +10,12 @@ use pyo3::types::PyBytes;
 
 use super::counts::counts_view;
 use super::{thread_pool, with_threads};
-use crate::train::{bpe, unigram, wordpiece};
+use super::encoders::PyEncoder;
+use crate::train::{bpe, extend, unigram, wordpiece};
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(train_bpe, m)?)?;
+    m.add_function(wrap_pyfunction!(extend_bpe, m)?)?;
     m.add_function(wrap_pyfunction!(train_wordpiece, m)?)?;
     m.add_function(wrap_pyfunction!(train_unigram, m)?)?;
     m.add_function(wrap_pyfunction!(unigram_em, m)?)?;
@@ -31,6 +34,53 @@ fn reporter(callback: &Option<Py<PyAny>>) -> impl FnMut(usize) + Send + '_ {
             });
         }
     }
+}
+
+/// Runs `work` with the GIL released, handing it a reporter that calls `progress(done)` with the
+/// GIL held. An exception the callback raises, or Ctrl-C, stops the work (the reporter returns
+/// `Break`) and is returned instead of its result.
+fn cancellable<T: Send>(
+    py: Python<'_>,
+    progress: &Option<Py<PyAny>>,
+    work: impl FnOnce(&mut dyn FnMut(usize) -> ControlFlow<()>) -> T + Send,
+) -> PyResult<T> {
+    let mut callback_error: Option<PyErr> = None;
+    let result = py.detach(|| {
+        let mut report = |done: usize| -> ControlFlow<()> {
+            Python::attach(|py| {
+                let outcome = match progress {
+                    Some(callback) => callback.call1(py, (done,)).map(|_| ()),
+                    None => Ok(()),
+                };
+                match outcome.and_then(|()| py.check_signals()) {
+                    Ok(()) => ControlFlow::Continue(()),
+                    Err(error) => {
+                        callback_error = Some(error);
+                        ControlFlow::Break(())
+                    }
+                }
+            })
+        };
+        work(&mut report)
+    });
+    match callback_error {
+        Some(error) => Err(error),
+        None => Ok(result),
+    }
+}
+
+/// Merges as an (n, 2) uint32 array, and the count each was chosen with.
+fn merge_arrays<'py>(
+    py: Python<'py>,
+    trained: bpe::Trained,
+) -> (Bound<'py, PyArray2<u32>>, Bound<'py, PyArray1<u64>>) {
+    let flat: Vec<u32> = trained.merges.iter().flat_map(|&(l, r)| [l, r]).collect();
+    let merges =
+        Array2::from_shape_vec((trained.merges.len(), 2), flat).expect("two ids per merge");
+    (
+        merges.into_pyarray(py),
+        PyArray1::from_vec(py, trained.counts),
+    )
 }
 
 /// BPE: see `python/polytok/trainers/bpe.py`. Returns the merges as an (n, 2) uint32 array and
@@ -53,41 +103,58 @@ fn train_bpe<'py>(
 ) -> PyResult<(Bound<'py, PyArray2<u32>>, Bound<'py, PyArray1<u64>>)> {
     let counts = counts_view(data, &offsets, &counts)?;
     let pool = thread_pool(num_threads)?;
-    let mut callback_error: Option<PyErr> = None;
-    let result = py.detach(|| {
-        let mut report = |done: usize| -> ControlFlow<()> {
-            Python::attach(|py| {
-                let outcome = match &progress {
-                    Some(callback) => callback.call1(py, (done,)).map(|_| ()),
-                    None => Ok(()),
-                };
-                match outcome.and_then(|()| py.check_signals()) {
-                    Ok(()) => ControlFlow::Continue(()),
-                    Err(error) => {
-                        callback_error = Some(error);
-                        ControlFlow::Break(())
-                    }
-                }
-            })
-        };
-        let options = bpe::Options {
-            num_merges,
-            min_frequency,
-            progress_every,
-        };
-        bpe::train(&counts, &options, pool.as_deref(), &mut report)
-    });
-    if let Some(error) = callback_error {
-        return Err(error);
-    }
-    let trained = result?;
-    let flat: Vec<u32> = trained.merges.iter().flat_map(|&(l, r)| [l, r]).collect();
-    let merges =
-        Array2::from_shape_vec((trained.merges.len(), 2), flat).expect("two ids per merge");
-    Ok((
-        merges.into_pyarray(py),
-        PyArray1::from_vec(py, trained.counts),
-    ))
+    let options = bpe::Options {
+        num_merges,
+        min_frequency,
+        progress_every,
+    };
+    let trained = cancellable(py, &progress, |report| {
+        bpe::train(&counts, &options, pool.as_deref(), report)
+    })??;
+    Ok(merge_arrays(py, trained))
+}
+
+/// BPE continued from a base (`python/polytok/trainers/extend.py`): `encoder` cuts each pre-token
+/// as the base does, `vocab[id]` are the base's bytes (empty: an unused id), `by_ranks` says the
+/// base joins by tiktoken's rule rather than by a merge list, and new token k gets id
+/// `first_id + k`. Returns what `train_bpe` returns; progress and cancelling work the same way.
+#[pyfunction]
+#[pyo3(signature = (encoder, data, offsets, counts, vocab, by_ranks, num_merges, first_id, *, min_frequency, num_threads, progress, progress_every))]
+#[allow(clippy::too_many_arguments, clippy::type_complexity)]
+fn extend_bpe<'py>(
+    py: Python<'py>,
+    encoder: PyRef<'py, PyEncoder>,
+    data: &[u8],
+    offsets: PyReadonlyArray1<'py, i64>,
+    counts: PyReadonlyArray1<'py, u64>,
+    vocab: Vec<Vec<u8>>,
+    by_ranks: bool,
+    num_merges: usize,
+    first_id: u32,
+    min_frequency: u64,
+    num_threads: Option<usize>,
+    progress: Option<Py<PyAny>>,
+    progress_every: usize,
+) -> PyResult<(Bound<'py, PyArray2<u32>>, Bound<'py, PyArray1<u64>>)> {
+    let counts = counts_view(data, &offsets, &counts)?;
+    let pool = thread_pool(num_threads)?;
+    let options = bpe::Options {
+        num_merges,
+        min_frequency,
+        progress_every,
+    };
+    let rule = if by_ranks {
+        extend::Rule::Ranks
+    } else {
+        extend::Rule::Merges
+    };
+    let base = &encoder.inner;
+    let segment =
+        |pre_token: &[u8], out: &mut Vec<u32>| base.segment_pre_token_into(pre_token, out);
+    let trained = cancellable(py, &progress, |report| {
+        extend::extend(&counts, &segment, &vocab, rule, first_id, &options, pool.as_deref(), report)
+    })??;
+    Ok(merge_arrays(py, trained))
 }
 
 /// WordPiece: see `python/polytok/trainers/wordpiece.py`. Returns the spellings by id

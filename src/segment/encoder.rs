@@ -73,9 +73,10 @@ impl Encoder {
         self
     }
 
-    /// An encoder from its parts. `tokens[i]` are the bytes of ordinary id i; special tokens map
-    /// their bytes to ids that must not collide with ordinary ids. Special tokens are never split
-    /// by the pattern: the encoder cuts them out before the pre-tokeniser runs.
+    /// An encoder from its parts. `tokens[i]` are the bytes of ordinary id i, empty for an id no
+    /// ordinary token has (a special token may take it); special tokens map their bytes to ids
+    /// that must not collide with ordinary ids. Special tokens are never split by the pattern:
+    /// the encoder cuts them out before the pre-tokeniser runs.
     pub fn from_parts(
         pattern: Option<&str>,
         segmenter: Box<dyn Segmenter>,
@@ -88,7 +89,14 @@ impl Encoder {
         }
         // The id table below has one entry per id: checked first, so that no id from a file
         // sizes it beyond the tokens given plus MAX_UNUSED_IDS.
-        let limit = tokens.len() + special_tokens.len() + MAX_UNUSED_IDS;
+        let ordinary = tokens.iter().filter(|token| !token.is_empty()).count();
+        if tokens.len() - ordinary > MAX_UNUSED_IDS {
+            return Err(VocabularyError::TooManyUnusedIds {
+                unused: tokens.len() - ordinary,
+            }
+            .into());
+        }
+        let limit = ordinary + special_tokens.len() + MAX_UNUSED_IDS;
         if let Some(&(_, id)) = special_tokens.iter().find(|&&(_, id)| id as usize >= limit) {
             return Err(VocabularyError::SpecialIdOutOfRange { id, limit }.into());
         }
@@ -98,7 +106,8 @@ impl Encoder {
             .chain([tokens.len()])
             .max()
             .unwrap_or(0);
-        let mut by_id: Vec<Option<&[u8]>> = tokens.iter().map(|t| Some(&t[..])).collect();
+        let mut by_id: Vec<Option<&[u8]>> =
+            tokens.iter().map(|t| (!t.is_empty()).then_some(&t[..])).collect();
         by_id.resize(size, None);
         for (bytes, id) in &special_tokens {
             if bytes.is_empty() {

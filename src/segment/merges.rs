@@ -162,11 +162,12 @@ pub struct MergesSegmenter<R: MergeRule> {
 }
 
 /// Builds the segmenter for a vocabulary without a merge list: tiktoken's rule with rank = id.
-/// `tokens[id]` are the bytes of id; every single byte must be a token.
+/// `tokens[id]` are the bytes of id (empty: an id no token has); every single byte must be a
+/// token.
 pub fn from_ranks(tokens: &[Vec<u8>]) -> Result<MergesSegmenter<ByteRanks>, VocabularyError> {
     let mut ranks = TokenMap::default();
     for (id, token) in tokens.iter().enumerate() {
-        if !ranks.insert(token, id as u32) {
+        if !token.is_empty() && !ranks.insert(token, id as u32) {
             return Err(VocabularyError::RepeatedToken { id });
         }
     }
@@ -179,14 +180,16 @@ pub fn from_ranks(tokens: &[Vec<u8>]) -> Result<MergesSegmenter<ByteRanks>, Voca
     })
 }
 
-/// Builds the segmenter for a merge list: `merges[k] = (left, right, merged)` is the k-th merge.
+/// Builds the segmenter for a merge list: `merges[k] = (left, right, merged)` is the k-th merge;
+/// an empty token is an id no token has, which no merge may name.
 pub fn from_merges(
     tokens: &[Vec<u8>],
     merges: &[(u32, u32, u32)],
 ) -> Result<MergesSegmenter<PairMerges>, VocabularyError> {
     let mut pairs = FxHashMap::default();
     for (rank, &(left, right, merged)) in merges.iter().enumerate() {
-        if let Some(&id) = [left, right, merged].iter().find(|&&id| id as usize >= tokens.len()) {
+        let no_token = |id: u32| tokens.get(id as usize).is_none_or(|token| token.is_empty());
+        if let Some(&id) = [left, right, merged].iter().find(|&&id| no_token(id)) {
             return Err(VocabularyError::MergeId { rank, id, tokens: tokens.len() });
         }
         let key = ((left as u64) << 32) | right as u64;
@@ -204,7 +207,7 @@ pub fn from_merges(
     // every token BPE trained, but a hand-made list may hold tokens no merge sequence reaches).
     let mut whole = TokenMap::default();
     let mut ids = Vec::new();
-    for (id, token) in tokens.iter().enumerate() {
+    for (id, token) in tokens.iter().enumerate().filter(|(_, token)| !token.is_empty()) {
         ids.clear();
         segmenter.segment(token, &mut ids);
         if ids.len() == 1 && ids[0] == id as u32 {

@@ -93,6 +93,8 @@ pub enum VocabularyError {
     MergeId { rank: usize, id: u32, tokens: usize },
     /// More tokens than ids a u32 holds.
     TooManyTokens { tokens: usize },
+    /// More than `MAX_UNUSED_IDS` empty tokens (ids no ordinary token has).
+    TooManyUnusedIds { unused: usize },
 }
 
 /// The most ids below the largest one that may be no token (ids between the ordinary tokens and

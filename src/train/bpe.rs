@@ -36,9 +36,9 @@ use crate::count::PreTokenCounts;
 
 /// An adjacent pair of token ids packed as `left << 32 | right`, so that the natural order of
 /// the integer is the (left, right) order of the tie-break.
-type Pair = u64;
+pub(super) type Pair = u64;
 
-fn pack(left: u32, right: u32) -> Pair {
+pub(super) fn pack(left: u32, right: u32) -> Pair {
     (u64::from(left) << 32) | u64::from(right)
 }
 
@@ -65,55 +65,68 @@ pub struct Trained {
 /// hold stale entries (pre-tokens where the pair has since been merged away) and repeats; a merge
 /// sorts, deduplicates and rescans them, so they only cost a little time.
 #[derive(Default)]
-struct PairStats {
-    count: u64,
-    pre_tokens: Vec<u32>,
+pub(super) struct PairStats {
+    pub(super) count: u64,
+    pub(super) pre_tokens: Vec<u32>,
 }
 
-/// Unique pre-tokens with two or more bytes (shorter ones hold no pair), as symbols back to back.
-struct PreTokens {
+/// Unique pre-tokens of two or more symbols (shorter ones hold no pair), as symbols back to back.
+#[derive(Default)]
+pub(super) struct PreTokens {
     symbols: Vec<u32>,
     starts: Vec<usize>,
     lengths: Vec<u32>,
-    counts: Vec<u64>,
+    pub(super) counts: Vec<u64>,
 }
 
 impl PreTokens {
+    /// Every counted pre-token as its bytes (BPE training starts from single bytes).
     fn new(counts: &PreTokenCounts) -> Result<Self, BpeError> {
-        let mut pre_tokens = PreTokens {
-            symbols: Vec::new(),
-            starts: Vec::new(),
-            lengths: Vec::new(),
-            counts: Vec::new(),
-        };
+        let mut pre_tokens = PreTokens::default();
+        let mut symbols = Vec::new();
         for (i, &count) in counts.counts().iter().enumerate() {
-            let pre_token = counts.pre_token(i);
-            if pre_token.len() < 2 || count == 0 {
-                continue;
-            }
-            if pre_token.len() > u32::MAX as usize || pre_tokens.counts.len() == u32::MAX as usize {
-                return Err(BpeError::TooLarge);
-            }
-            pre_tokens.starts.push(pre_tokens.symbols.len());
-            pre_tokens.lengths.push(pre_token.len() as u32);
-            pre_tokens.counts.push(count);
-            pre_tokens.symbols.extend(pre_token.iter().map(|&b| u32::from(b)));
+            symbols.clear();
+            symbols.extend(counts.pre_token(i).iter().map(|&b| u32::from(b)));
+            pre_tokens.push(&symbols, count)?;
         }
         Ok(pre_tokens)
+    }
+
+    /// Adds a pre-token cut into `symbols`, seen `count` times; one that holds no pair is left out.
+    pub(super) fn push(&mut self, symbols: &[u32], count: u64) -> Result<(), BpeError> {
+        if symbols.len() < 2 || count == 0 {
+            return Ok(());
+        }
+        if symbols.len() > u32::MAX as usize || self.counts.len() == u32::MAX as usize {
+            return Err(BpeError::TooLarge);
+        }
+        self.starts.push(self.symbols.len());
+        self.lengths.push(symbols.len() as u32);
+        self.counts.push(count);
+        self.symbols.extend_from_slice(symbols);
+        Ok(())
     }
 
     fn len(&self) -> usize {
         self.counts.len()
     }
 
-    fn pre_token(&self, w: usize) -> &[u32] {
+    pub(super) fn pre_token(&self, w: usize) -> &[u32] {
         &self.symbols[self.starts[w]..self.starts[w] + self.lengths[w] as usize]
+    }
+
+    /// Replaces pre-token `w`'s symbols by `symbols`, which are no more of them (merges only join).
+    pub(super) fn rewrite(&mut self, w: usize, symbols: &[u32]) {
+        assert!(symbols.len() <= self.lengths[w] as usize, "a merge made a pre-token longer");
+        let start = self.starts[w];
+        self.symbols[start..start + symbols.len()].copy_from_slice(symbols);
+        self.lengths[w] = symbols.len() as u32;
     }
 }
 
 /// Initial pair statistics: chunks of pre-tokens are counted in parallel, then summed in chunk
 /// order, so every count is an exact sum and every pre-token list is sorted, whatever the threads.
-fn count_pairs(pre_tokens: &PreTokens) -> FxHashMap<Pair, PairStats> {
+pub(super) fn count_pairs(pre_tokens: &PreTokens) -> FxHashMap<Pair, PairStats> {
     const CHUNK: usize = 8192;
     let chunks: Vec<FxHashMap<Pair, PairStats>> = (0..pre_tokens.len().div_ceil(CHUNK))
         .into_par_iter()
@@ -146,7 +159,7 @@ fn count_pairs(pre_tokens: &PreTokens) -> FxHashMap<Pair, PairStats> {
 /// Replaces, left to right, every (a, b) in pre-token `w` by `token`, and updates the pair
 /// statistics from the neighbours of each replaced occurrence; the pairs it adds (all containing
 /// `token`) are appended to `added`.
-fn merge_pre_token(
+pub(super) fn merge_pre_token(
     pre_tokens: &mut PreTokens,
     w: usize,
     (a, b): (u32, u32),
@@ -213,6 +226,50 @@ pub struct Options {
     pub progress_every: usize,
 }
 
+/// What a merge does to the pre-tokens: BPE training replaces the pair (`Replace`); an
+/// extension can keep its base's rule instead (`extend.rs`).
+pub(super) trait Merger {
+    /// Whether `pair` may become a token (false: its bytes are one already).
+    fn allows(&mut self, pair: (u32, u32)) -> bool;
+
+    /// Rewrites the pre-tokens that may hold `pair` (`candidates`, sorted and without repeats;
+    /// `stats` no longer has the pair) for the new `token`, keeping `stats` exact; every pair
+    /// whose count rose is appended to `added`.
+    fn merge(
+        &mut self,
+        pre_tokens: &mut PreTokens,
+        candidates: &[u32],
+        pair: (u32, u32),
+        token: u32,
+        stats: &mut FxHashMap<Pair, PairStats>,
+        added: &mut Vec<Pair>,
+    );
+}
+
+/// BPE's own merge step: the pair replaced left to right (no pair ever makes bytes twice; see the
+/// proof above).
+struct Replace;
+
+impl Merger for Replace {
+    fn allows(&mut self, _: (u32, u32)) -> bool {
+        true
+    }
+
+    fn merge(
+        &mut self,
+        pre_tokens: &mut PreTokens,
+        candidates: &[u32],
+        pair: (u32, u32),
+        token: u32,
+        stats: &mut FxHashMap<Pair, PairStats>,
+        added: &mut Vec<Pair>,
+    ) {
+        for &w in candidates {
+            merge_pre_token(pre_tokens, w as usize, pair, token, stats, added);
+        }
+    }
+}
+
 /// Learns merges from counted pre-tokens.
 /// `progress` is called with the number of merges done every `progress_every` merges and once
 /// more at the end if that number was not just reported; returning `Break` stops training (the
@@ -223,19 +280,34 @@ pub fn train(
     pool: Option<&rayon::ThreadPool>,
     progress: &mut dyn FnMut(usize) -> ControlFlow<()>,
 ) -> Result<Trained, BpeError> {
+    if options.num_merges > (u32::MAX - 256) as usize {
+        return Err(BpeError::TooManyMerges {
+            num_merges: options.num_merges,
+        });
+    }
+    let mut pre_tokens = PreTokens::new(counts)?;
+    let stats = match pool {
+        Some(pool) => pool.install(|| count_pairs(&pre_tokens)),
+        None => count_pairs(&pre_tokens),
+    };
+    Ok(merge_loop(&mut pre_tokens, stats, 256, options, &mut Replace, progress))
+}
+
+/// The merge loop: the most frequent pair that `merger` allows becomes token `first_id + k` at
+/// step k, until `options` say stop; `train` describes `progress`.
+pub(super) fn merge_loop(
+    pre_tokens: &mut PreTokens,
+    mut stats: FxHashMap<Pair, PairStats>,
+    first_id: u32,
+    options: &Options,
+    merger: &mut dyn Merger,
+    progress: &mut dyn FnMut(usize) -> ControlFlow<()>,
+) -> Trained {
     let Options {
         num_merges,
         min_frequency,
         progress_every,
     } = *options;
-    if num_merges > (u32::MAX - 256) as usize {
-        return Err(BpeError::TooManyMerges { num_merges });
-    }
-    let mut pre_tokens = PreTokens::new(counts)?;
-    let mut stats = match pool {
-        Some(pool) => pool.install(|| count_pairs(&pre_tokens)),
-        None => count_pairs(&pre_tokens),
-    };
     let mut heap: BinaryHeap<(u64, Reverse<Pair>)> = stats
         .iter()
         .map(|(&pair, entry)| (entry.count, Reverse(pair)))
@@ -253,8 +325,8 @@ pub fn train(
         let Some((count, Reverse(pair))) = heap.pop() else {
             break;
         };
-        // Counts only fall after a pair is pushed (every new pair contains the newest token),
-        // so an entry is either current or too high; a too-high one goes back with its count.
+        // Every pair whose count rises is pushed again with its new count, so the largest entry
+        // of a pair is current or too high; a too-high one goes back with its count.
         let current = stats.get(&pair).map_or(0, |entry| entry.count);
         if current != count {
             if current > 0 {
@@ -266,7 +338,10 @@ pub fn train(
             break;
         }
         let (left, right) = unpack(pair);
-        let token = 256 + trained.merges.len() as u32;
+        if !merger.allows((left, right)) {
+            continue; // dropped from the heap; pushed again only if its count rises
+        }
+        let token = first_id + trained.merges.len() as u32;
         let mut candidates = stats
             .remove(&pair)
             .map(|entry| entry.pre_tokens)
@@ -274,16 +349,7 @@ pub fn train(
         candidates.sort_unstable();
         candidates.dedup();
         added.clear();
-        for &w in &candidates {
-            merge_pre_token(
-                &mut pre_tokens,
-                w as usize,
-                (left, right),
-                token,
-                &mut stats,
-                &mut added,
-            );
-        }
+        merger.merge(pre_tokens, &candidates, (left, right), token, &mut stats, &mut added);
         added.sort_unstable();
         added.dedup();
         for &new_pair in &added {
@@ -296,13 +362,13 @@ pub fn train(
         if trained.merges.len().is_multiple_of(progress_every)
             && progress(trained.merges.len()).is_break()
         {
-            return Ok(trained);
+            return trained;
         }
     }
     if !trained.merges.len().is_multiple_of(progress_every) {
         let _ = progress(trained.merges.len());
     }
-    Ok(trained)
+    trained
 }
 
 #[cfg(test)]

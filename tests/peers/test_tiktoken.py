@@ -113,7 +113,8 @@ def test_bad_tiktoken_files_name_the_line(tmp_path):
         (lines[:7] + ["YQ== seven"] + lines[8:], r"line 8: rank 'seven' is not an integer"),
         (lines[:9] + ["YQ=="] + lines[10:], r"line 10: expected 'base64-token rank'"),
         (lines[:3] + [lines[2]] + lines[4:], r"line 4: rank 2 appears twice"),
-        (lines[:100] + lines[101:], r"rank 100 is missing"),
+        (lines[:100] + lines[101:], r"byte 0x64 is no other token"),  # a missing rank is an unused id
+        (lines + ["eno= 2000"], r"1744 ranks below the largest \(2000\) are missing, the first 256"),
         (lines[:65] + ["QUE= 65"] + lines[66:], r"byte 0x41 is not a token"),
         (lines[:65] + ["Qg== 65"] + lines[66:], r"token 66 repeats the bytes of an earlier token"),
     ]

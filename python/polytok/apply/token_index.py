@@ -33,7 +33,7 @@ class TokenIndex:
         if getattr(tokenizer, "continuation_marker", None):
             texts: list[bytes | None] = [tokenizer.decode_bytes([token_id]) for token_id in range(ordinary)]
         else:
-            texts = list(tokenizer.vocab)
+            texts = [token or None for token in tokenizer.vocab]  # an empty entry is an unused id
         texts.extend([None] * (size - ordinary))
         for text, token_id in tokenizer.special_tokens.items():
             texts[token_id] = text.encode("utf-8")
@@ -53,7 +53,9 @@ class TokenIndex:
         #: whether every id below `size` is a token (no gaps among the special ids).
         self.all_known = bool(self.known.all())
         self.special_ids = frozenset(special_ids)
-        order = sorted((text, token_id) for token_id, text in enumerate(texts[:ordinary]))
+        order = sorted(
+            (text, token_id) for token_id, text in enumerate(texts[:ordinary]) if text is not None and token_id not in special_ids
+        )
         # the two binary searches run in the core, on the tokens stored back to back
         self._sorted = _core.SortedTokens([text for text, _ in order])
         self._sorted_ids = np.array([token_id for _, token_id in order], dtype=np.int64)

@@ -1,4 +1,5 @@
-"""`polytok train`: a tokeniser from a corpus (default: the bundled one) or from saved counts."""
+"""`polytok train`: a tokeniser from a corpus (default: the bundled one) or from saved counts;
+`polytok extend`: an existing tokeniser continued on a corpus, its ids kept."""
 from __future__ import annotations
 
 import argparse
@@ -7,7 +8,15 @@ from pathlib import Path
 
 import polytok
 from polytok import checks
-from polytok.cli.options import Command, add_corpus_options, integer_list, pattern, reader_options
+from polytok.cli.options import (
+    Command,
+    add_corpus_options,
+    add_tokenizer_option,
+    integer_list,
+    load_tokenizer,
+    pattern,
+    reader_options,
+)
 from polytok.corpus import default_corpus
 from polytok.errors import ConfigError
 
@@ -38,13 +47,28 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--memory-limit", default=None,
                         help="convex: stop before solving when the estimated peak exceeds this (e.g. 12G; default: the memory available)")
     parser.add_argument("--threads", type=int, default=None, help="worker threads (default: all cores)")
+    add_format_option(parser)
+    add_corpus_options(parser)
+
+
+def add_format_option(parser: argparse.ArgumentParser) -> None:
+    """--format: which file format -o is written in."""
     parser.add_argument(
         "--format",
         choices=["polytok", "tiktoken", "huggingface"],
         default="polytok",
         help="file format to write",
     )
-    add_corpus_options(parser)
+
+
+def save(tokenizer: polytok.Tokenizer, output: str, file_format: str) -> None:
+    """Writes `tokenizer` to `output` in the --format asked for."""
+    if file_format == "tiktoken":
+        tokenizer.save_tiktoken(output)
+    elif file_format == "huggingface":
+        tokenizer.save_huggingface(output)
+    else:
+        tokenizer.save(output)
 
 
 def vocab_sizes(value: str) -> int | list[int]:
@@ -89,17 +113,51 @@ def run_train(args: argparse.Namespace) -> None:
     )
     for tokenizer in trained if several else [trained]:
         output = args.output.replace("{vocab_size}", str(tokenizer.vocab_size))
-        if args.format == "tiktoken":
-            tokenizer.save_tiktoken(output)
-        elif args.format == "huggingface":
-            tokenizer.save_huggingface(output)
-        else:
-            tokenizer.save(output)
+        save(tokenizer, output, args.format)
         if not args.quiet:
             print(f"{args.algorithm} tokeniser, {tokenizer.vocab_size:,} tokens -> {output}", file=sys.stderr)
+
+
+EXTEND_EXAMPLES = """examples:
+  polytok extend -t cl100k_base.tiktoken --pattern cl100k hindi/*.txt -k 4096 -o cl100k-hi.json
+  polytok extend -t tok.json --counts ko.ptc -k 1024 -o tok-ko.tiktoken --format tiktoken"""
+
+
+def add_extend_arguments(parser: argparse.ArgumentParser) -> None:
+    """`polytok extend -t BASE [CORPUS... | --counts FILE] -k N -o FILE`."""
+    add_tokenizer_option(parser)
+    parser.add_argument("corpus", type=Path, nargs="*", help="corpus files, directories or globs")
+    parser.add_argument("--counts", help="a counts file from `polytok count`, made with the base's pattern")
+    parser.add_argument("-k", "--new-tokens", type=int, required=True, help="how many tokens to learn")
+    parser.add_argument("-a", "--algorithm", default="bpe", help="bpe (continue the base's merges)")
+    parser.add_argument("-o", "--output", required=True, help="tokeniser file to write")
+    parser.add_argument("--min-frequency", type=int, default=1, help="stop when no pair is this frequent")
+    parser.add_argument("--threads", type=int, default=None, help="worker threads (default: all cores)")
+    add_format_option(parser)
+    add_corpus_options(parser)
+
+
+def run_extend(args: argparse.Namespace) -> None:
+    """Load the base, count the corpus (or load the counts) with its pattern, extend and save."""
+    if bool(args.counts) == bool(args.corpus):
+        raise ConfigError("give either corpus files or --counts (one of them, not both)")
+    base = load_tokenizer(args)
+    if args.counts:
+        source, options = polytok.PreTokenCounts.load(args.counts), {}
+    else:
+        source, options = list(args.corpus), reader_options(args)
+    extended = polytok.extend(base, source, args.new_tokens, args.algorithm, min_frequency=args.min_frequency,
+                              num_threads=args.threads, progress=not args.quiet, **options)
+    save(extended, args.output, args.format)
+    if not args.quiet:
+        learned = extended.training["extended"]["new_tokens"]
+        print(f"{args.tokenizer} + {learned:,} tokens (ids from {extended.training['extended']['first_new_id']:,}) "
+              f"-> {args.output}", file=sys.stderr)
 
 
 COMMANDS = {
     "train": Command("Train a tokeniser on a corpus (default: the bundled corpus).", EXAMPLES,
                      add_train_arguments, run_train),
+    "extend": Command("Extend a tokeniser with tokens learned on a corpus; every existing id is kept.", EXTEND_EXAMPLES,
+                      add_extend_arguments, run_extend),
 }

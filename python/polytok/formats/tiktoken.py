@@ -1,4 +1,5 @@
-"""tiktoken's ranks file: one line per token, "base64(token) rank", ranks 0..N-1.
+"""tiktoken's ranks file: one line per token, "base64(token) rank", ranks 0..N-1 (a few may be
+missing: they are ids no ordinary token has, e.g. the special ids of an extended vocabulary).
 
 The file holds only the ranks; the pre-tokenisation pattern and the special tokens are given
 when loading, as with `tiktoken.Encoding(pat_str=..., mergeable_ranks=..., special_tokens=...)`.
@@ -10,6 +11,7 @@ import base64
 import binascii
 from pathlib import Path
 
+from polytok._core import MAX_UNUSED_IDS
 from polytok.errors import ConfigError, FormatError, PatternError
 from polytok.files import write_atomically
 from polytok.tokenizer import Tokenizer
@@ -24,12 +26,15 @@ def save_tiktoken(tokenizer: Tokenizer, path: str | Path) -> None:
         )
     first_id: dict[bytes, int] = {}
     for token_id, token in enumerate(tokenizer.vocab):
+        if not token:
+            continue
         if token in first_id:
             raise ConfigError(
                 f"tokens {first_id[token]} and {token_id} are both {token!r}; tiktoken ranks need distinct tokens"
             )
         first_id[token] = token_id
-    lines = (f"{base64.b64encode(token).decode('ascii')} {rank}\n" for rank, token in enumerate(tokenizer.vocab))
+    # An empty entry is an unused id: tiktoken keeps it free (a special id, or a gap).
+    lines = (f"{base64.b64encode(token).decode('ascii')} {rank}\n" for rank, token in enumerate(tokenizer.vocab) if token)
     write_atomically(path, "".join(lines).encode("ascii"))
 
 
@@ -70,14 +75,20 @@ def load_tiktoken(
         tokens[rank] = token
     if not tokens:
         raise FormatError(f"tiktoken file {path} holds no tokens")
-    missing = next((rank for rank in range(len(tokens)) if rank not in tokens), None)
-    if missing is not None:
-        raise FormatError(f"tiktoken file {path}: rank {missing} is missing; ranks must be 0..{len(tokens) - 1}")
+    # Checked before the largest rank sizes the vocabulary: a few missing ranks are unused ids
+    # (where an extended vocabulary keeps its base's special ids), many are a broken file.
+    largest = max(tokens)
+    if largest + 1 - len(tokens) > MAX_UNUSED_IDS:
+        missing = next(rank for rank in range(largest + 1) if rank not in tokens)
+        raise FormatError(
+            f"tiktoken file {path}: {largest + 1 - len(tokens)} ranks below the largest ({largest}) are missing, the "
+            f"first {missing}; ranks must be 0..N-1 with at most {MAX_UNUSED_IDS} missing"
+        )
     if isinstance(special_tokens, (list, tuple)):
-        special_tokens = {text: len(tokens) + index for index, text in enumerate(special_tokens)}
+        special_tokens = {text: largest + 1 + index for index, text in enumerate(special_tokens)}
     try:
         return Tokenizer(
-            [tokens[rank] for rank in range(len(tokens))],
+            [tokens.get(rank, b"") for rank in range(largest + 1)],
             segmenter="merges",
             pattern=pattern,
             special_tokens=special_tokens,

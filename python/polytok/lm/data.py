@@ -73,7 +73,7 @@ def window_offsets(text: bytes, context_bytes: int) -> np.ndarray:
 class Windows:
     """The token ids of every window of a text under one tokeniser, flat: window i's ids are
     ids[starts[i]:starts[i + 1]], and it covers window_bytes[i] bytes of text; `bos` is the
-    beginning-of-window id (the tokeniser's vocabulary size)."""
+    beginning-of-window id (one past the tokeniser's largest id)."""
 
     ids: np.ndarray
     starts: np.ndarray
@@ -123,7 +123,7 @@ def encode_windows(tokenizer: Any, text: bytes, offsets: np.ndarray, num_threads
     if lengths.min() == 0:
         raise EncodeError(f"the tokeniser encoded a window of the {what} text as no tokens")
     ids = np.concatenate([np.asarray(window, dtype=np.int64) for window in encoded])
-    if ids.min() < 0 or ids.max() >= view.vocab_size:
-        raise EncodeError(f"the tokeniser returned ids outside 0..{view.vocab_size - 1} on the {what} text")
+    if ids.min() < 0 or ids.max() >= view.id_limit:
+        raise EncodeError(f"the tokeniser returned ids outside 0..{view.id_limit - 1} on the {what} text")
     starts = np.concatenate(([0], np.cumsum(lengths)))
-    return Windows(ids=ids, starts=starts, window_bytes=np.diff(offsets), bos=view.vocab_size)
+    return Windows(ids=ids, starts=starts, window_bytes=np.diff(offsets), bos=view.id_limit)

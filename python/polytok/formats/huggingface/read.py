@@ -13,6 +13,7 @@ from typing import Any
 
 
 from polytok import checks
+from polytok._core import MAX_UNUSED_IDS
 from polytok.errors import ConfigError, FormatError, PatternError
 from polytok.files import read_json, shown
 from polytok.formats.huggingface.decoders import Decoder, decoder as read_decoder
@@ -52,7 +53,8 @@ class _File:
     decoder: Decoder | None
     texts: dict[int, str]  # id -> the token as the file spells it
     scores: dict[int, float]  # Unigram's, as `tokenizers` reads them
-    model_size: int  # ids below it are the model's; added tokens may follow
+    model_size: int  # ids below it are the model's, but for `gaps`; added tokens may follow
+    gaps: frozenset[int]  # ids below model_size not in model.vocab (a BPE file's special ids may sit there)
     added: list[dict[str, Any]]
     vocab: list[bytes]
     decode_texts: list[str]
@@ -129,23 +131,29 @@ def tokenizer_from_huggingface(record: Any, source: str) -> Tokenizer | LoadedTo
         steps, core_pattern = split
 
     texts, scores = _model_texts(model, model_type, fail)
-    model_size = len(texts)
+    model_size = max(texts) + 1 if texts else 0
+    if model_size - len(texts) > MAX_UNUSED_IDS:  # checked before the largest id sizes any list
+        first = next(expected for expected, token_id in enumerate(sorted(texts)) if token_id != expected)
+        raise fail(f"no token has id {first}; model.vocab leaves {model_size - len(texts)} ids free below its largest "
+                   f"id {model_size - 1}, and at most {MAX_UNUSED_IDS} may be")
+    gaps = frozenset(range(model_size)) - texts.keys()
     added = _added_tokens(record, texts, model_size, fail)
     size = max(texts) + 1 if texts else 0
     missing = next((token_id for token_id in range(size) if token_id not in texts), None)
-    if missing is not None:
+    if missing is not None and (model_type != "BPE" or missing >= model_size):
         raise fail(f"no token has id {missing}; ids must run from 0 without gaps")
     if not size:
         raise fail("the vocabulary is empty")
-    token_texts = [texts[token_id] for token_id in range(size)]
+    token_texts = [texts.get(token_id, "") for token_id in range(size)]
     byte_tokens = _byte_tokens(token_texts) if model.get("byte_fallback") else []
     file = _File(
         record=record, source=source, fail=fail, model=model, model_type=model_type, normalizer=normalizer,
         steps=steps, byte_level=byte_level, core_pattern=core_pattern, decoder=decoder, texts=texts, scores=scores,
-        model_size=model_size, added=added, vocab=_vocab(token_texts, byte_tokens, byte_level, model_size, fail),
+        model_size=model_size, gaps=gaps, added=added,
+        vocab=_vocab(token_texts, byte_tokens, byte_level, model_size, gaps, fail),
         decode_texts=_decode_texts(token_texts, added, normalizer), byte_tokens=byte_tokens, lossy=lossy,
     )
-    if model_type in ("WordPiece", "Unigram") and normalizer is None and _plain_specials(added, model_size):
+    if model_type in ("WordPiece", "Unigram") and normalizer is None and _plain_specials(added, model_size, gaps):
         # what polytok writes for its WordPiece and Unigram reads back as the native tokeniser
         model_scores = [float(entry[1]) for entry in model["vocab"]] if model_type == "Unigram" else None
         native = _native_subword(record, token_texts[:model_size], model_scores, {token["content"]: token["id"] for token in added})
@@ -218,9 +226,9 @@ def _byte_tokens(token_texts: list[str]) -> list[tuple[int, int]]:
 
 
 def _vocab(token_texts: list[str], byte_tokens: list[tuple[int, int]], byte_level: bool, model_size: int,
-           fail: Fail) -> list[bytes]:
+           gaps: frozenset[int], fail: Fail) -> list[bytes]:
     """The bytes each id decodes to: a byte token's byte, a byte-level model token's bytes, or
-    the token's text as UTF-8."""
+    the token's text as UTF-8 (empty for an id no token has)."""
     byte_of = {token_id: byte for byte, token_id in byte_tokens}
     vocab: list[bytes] = []
     for token_id, text in enumerate(token_texts):
@@ -233,7 +241,7 @@ def _vocab(token_texts: list[str], byte_tokens: list[tuple[int, int]], byte_leve
                 vocab.append(text.encode("utf-8"))
         else:
             vocab.append(text.encode("utf-8"))
-        if not vocab[-1]:
+        if not vocab[-1] and token_id not in gaps:
             raise fail(f"token {token_id} is empty")
     return vocab
 
@@ -254,13 +262,14 @@ def _bpe(file: _File) -> Tokenizer | LoadedTokenizer:
     unk = file.unk_id(model.get("unk_token"))
     if unk is not None:
         file.lossy.append(f"characters outside the vocabulary become the unknown token {model['unk_token']!r}")
-    model_vocab = file.vocab[: file.model_size]
+    model_vocab = [b"" if token_id in file.gaps else token for token_id, token in enumerate(file.vocab[: file.model_size])]
     model_tokens = set(model_vocab)
     all_bytes = file.byte_level and all(bytes([byte]) in model_tokens for byte in range(256))
-    if all_bytes and not model.get("ignore_merges") and file.core_pattern is not None and not file.steps \
-            and file.normalizer is None and unk is None:
-        pairs = [(left, right) for left, right, _ in merges]
-        if _plain_specials(file.added, file.model_size) and _decodes_bytes(file.record.get("decoder")):
+    one_regex = all_bytes and not model.get("ignore_merges") and file.core_pattern is not None and not file.steps \
+        and file.normalizer is None and unk is None
+    pairs = [(left, right) for left, right, _ in merges]
+    if one_regex:
+        if _plain_specials(file.added, file.model_size, file.gaps) and _decodes_bytes(file.record.get("decoder")):
             # What polytok writes: nothing HF-specific is left, so this is a native tokeniser
             # (special tokens need allowed_special, it saves as polytok JSON, it samples).
             specials = {token["content"]: token["id"] for token in file.added}
@@ -269,7 +278,8 @@ def _bpe(file: _File) -> Tokenizer | LoadedTokenizer:
                                  special_tokens=specials, merges=pairs, algorithm="bpe")
             except (ConfigError, PatternError) as error:
                 raise FormatError(f"{file.source}: {error}") from None
-        # the fast path: polytok's own merges segmenter, the regex in the core
+    if one_regex:
+        # the fast path: polytok's own merges segmenter, the regex in the core (gaps are unused ids)
         try:
             pattern = resolve_pattern(file.core_pattern)
         except PatternError as error:
@@ -282,12 +292,15 @@ def _bpe(file: _File) -> Tokenizer | LoadedTokenizer:
         fuse_unk=bool(model.get("fuse_unk")), byte_symbols=file.byte_level,
         ignore_merges=bool(model.get("ignore_merges")), merge_ranks=None,
     )
+    if file.gaps:
+        raise fail(f"no token has id {min(file.gaps)}; ids must run from 0 without gaps, but in a byte-level BPE "
+                   "file whose pre-tokeniser is one regex")
     return file.loaded("char_merges", arguments, "bpe", steps=file.steps, normalizer=file.normalizer)
 
 
 def _merges(file: _File) -> list[tuple[int, int, int]]:
     """(left, right, merged) ids of model.merges, in order."""
-    ids_of = {text: token_id for token_id, text in file.texts.items() if token_id < file.model_size}
+    ids_of = {text: token_id for token_id, text in file.texts.items() if token_id < file.model_size and token_id not in file.gaps}
     merges = []
     if not isinstance(file.model.get("merges") or [], list):
         raise file.fail("model.merges is not a list")
@@ -386,11 +399,11 @@ def _describe(node: Any, children: str) -> Any:
     return node.get("type")
 
 
-def _plain_specials(added: list[dict[str, Any]], model_size: int) -> bool:
-    """Whether every added token is a special token matched as-is, with an id after the model's."""
+def _plain_specials(added: list[dict[str, Any]], model_size: int, gaps: frozenset[int]) -> bool:
+    """Whether every added token is a special token matched as-is, with an id no model token has."""
     return all(
         token.get("special") and not token.get("normalized") and not token.get("lstrip")
-        and not token.get("rstrip") and token["id"] >= model_size
+        and not token.get("rstrip") and (token["id"] >= model_size or token["id"] in gaps)
         for token in added
     )
 

@@ -101,6 +101,8 @@ def huggingface_record(tokenizer: Tokenizer) -> dict[str, Any]:
     vocab = tokenizer.vocab
     ids: dict[bytes, int] = {}
     for token_id, token in enumerate(vocab):
+        if not token:
+            continue
         if token in ids:
             raise ConfigError(f"tokens {ids[token]} and {token_id} are both {token!r}; HF's vocabulary needs distinct tokens")
         ids[token] = token_id
@@ -156,9 +158,24 @@ def _bpe_model(tokenizer: Tokenizer) -> dict[str, Any]:
         "fuse_unk": False,
         "byte_fallback": False,
         "ignore_merges": False,
-        "vocab": {to_byte_level(token): token_id for token_id, token in enumerate(vocab)},
+        "vocab": _bpe_vocab(tokenizer),
         "merges": [f"{to_byte_level(vocab[left])} {to_byte_level(vocab[right])}" for left, right in pairs],
     }
+
+
+def _bpe_vocab(tokenizer: Tokenizer) -> dict[str, int]:
+    """Each token's byte-level spelling -> id. An empty entry is an unused id: HF leaves a gap
+    free, but numbers added tokens after the model's vocabulary unless the model holds them, so a
+    special token whose id is among the ordinary ones is in the model's vocabulary too, under
+    its text (no merge makes it, so BPE never produces it from text)."""
+    vocab = {to_byte_level(token): token_id for token_id, token in enumerate(tokenizer.vocab) if token}
+    for text, token_id in sorted(tokenizer.special_tokens.items(), key=lambda item: item[1]):
+        if token_id < len(tokenizer.vocab):
+            if text in vocab:
+                raise ConfigError(f"special token {text!r} (id {token_id}) is spelled as token {vocab[text]}; HF's "
+                                  "vocabulary would give both one id")
+            vocab[text] = token_id
+    return vocab
 
 
 def _wordpiece_model(tokenizer: Tokenizer, ids: dict[bytes, int]) -> dict[str, Any]:
@@ -300,10 +317,10 @@ def merges_from_ranks(vocab: list[bytes]) -> list[tuple[int, int]]:
     """The merge list of a vocabulary without one (tiktoken ranks, rank = id): each token of two
     or more bytes is the join of the two parts that tiktoken's rule, using only lower ranks,
     leaves of its bytes. The merges come out in rank order."""
-    rank = {token: token_id for token_id, token in enumerate(vocab)}
+    rank = {token: token_id for token_id, token in enumerate(vocab) if token}
     merges = []
     for token_id, token in enumerate(vocab):
-        if len(token) < 2:
+        if len(token) < 2:  # single bytes, and the empty entries of unused ids
             continue
         parts = [token[i : i + 1] for i in range(len(token))]
         while len(parts) > 2:

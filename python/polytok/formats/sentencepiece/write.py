@@ -51,6 +51,8 @@ def check_sentencepiece_exportable(tokenizer: Any) -> None:
     seen: dict[bytes, int] = {}
     characters: set[str] = set()
     for token_id, token in enumerate(tokenizer.vocab):
+        if not token:
+            raise ConfigError(f"id {token_id} is no token (an empty entry); a SentencePiece model numbers its pieces without gaps")
         if token in seen:
             raise ConfigError(f"tokens {seen[token]} and {token_id} are both {token!r}; SentencePiece pieces must be distinct")
         seen[token] = token_id
