@@ -1,0 +1,132 @@
+"""Extending cl100k and o200k for a language they were not built for: bytes per token before and
+after on text nobody trained on, the change on English, and the time, beside the two things a
+user does today (HF tokenizers' `add_tokens` of the K most frequent pre-tokens, and a fresh BPE of
+the same total size).
+
+    python benchmarks/languages.py                  # once: the per-language halves
+    python benchmarks/bench_extend.py [--bases cl100k_base o200k_base] [--sizes 1024 4096 16384]
+                                      [--languages hi ko vi ja el tr km]
+
+Each extension (and each baseline) learns on the language's tuning half; every number is measured
+on its reporting half (benchmarks/languages.py), and English is the en-US reporting half. The
+fresh BPE learns on the language's and English's tuning halves together, with the base's pattern.
+"""
+from __future__ import annotations
+
+import argparse
+import sys
+import tempfile
+import time
+from collections import Counter
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE))
+
+import polytok  # noqa: E402
+from polytok.pretokenize import PreTokenizer  # noqa: E402
+
+PRESET = {"cl100k_base": "cl100k", "o200k_base": "o200k"}
+
+
+def load_base(name: str) -> polytok.Tokenizer:
+    """The real OpenAI vocabulary `name` with its pattern and special tokens."""
+    from bench_encode import rank_files
+
+    sys.path.insert(0, str(HERE.parent / "tests"))
+    from real_vocabularies import offline_tiktoken
+
+    import tiktoken
+
+    path = rank_files()[name]
+    with offline_tiktoken(path.parent):
+        specials = tiktoken.get_encoding(name)._special_tokens
+    return polytok.load_tiktoken(path, pattern=PRESET[name], special_tokens=specials)
+
+
+def bytes_per_token(tokenizer, texts: list[str]) -> tuple[float, int]:
+    tokens = int(tokenizer.count_tokens(texts, disallowed_special=()).sum())
+    return sum(len(text.encode("utf-8")) for text in texts) / tokens, tokens
+
+
+def frequent_pre_tokens(base: polytok.Tokenizer, texts: list[str], k: int) -> list[str]:
+    """The `k` most frequent pre-tokens that the base cuts into two or more tokens (what a user
+    hands to `add_tokens`), as text."""
+    counts: Counter = Counter()
+    splitter = PreTokenizer(base.pattern)
+    for text in texts:
+        counts.update(splitter.split(text))
+    chosen = []
+    for piece, _ in sorted(counts.items(), key=lambda item: (-item[1], item[0])):
+        text = piece.decode("utf-8", "replace")
+        if text.strip() and len(base.encode_ordinary(text)) > 1:
+            chosen.append(text)
+            if len(chosen) == k:
+                break
+    return chosen
+
+
+def hf_added_tokens(base_file: Path, words: list[str], texts: list[str]) -> float:
+    """Bytes per token of HF tokenizers' `add_tokens(words)` on top of the base, on `texts`."""
+    import tokenizers
+
+    hf = tokenizers.Tokenizer.from_file(str(base_file))
+    hf.add_tokens(words)
+    tokens = sum(len(encoding.ids) for encoding in hf.encode_batch(texts, add_special_tokens=False))
+    return sum(len(text.encode("utf-8")) for text in texts) / tokens
+
+
+def main() -> None:
+    import languages
+
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bases", nargs="+", default=["cl100k_base", "o200k_base"])
+    parser.add_argument("--sizes", nargs="+", type=int, default=[1024, 4096, 16384])
+    parser.add_argument("--languages", nargs="+", default=["hi", "ko", "vi", "ja", "el", "tr", "km"])
+    parser.add_argument("--no-baselines", action="store_true", help="skip add_tokens and the fresh BPE")
+    args = parser.parse_args()
+    halves = languages.build(2.0)
+    missing = [language for language in args.languages + ["en-US"] if language not in halves]
+    if missing:
+        sys.exit(f"no benchmark text for {missing}: run benchmarks/languages.py after installing the packages it names")
+    english = languages.documents(halves["en-US"]["report"])
+    english_tune = languages.documents(halves["en-US"]["tune"])
+    print("| base | language | K | tune MB | bytes/token before | after | English change | count + extend s | "
+          "add_tokens bytes/token | fresh BPE bytes/token | fresh BPE English change |")
+    print("|---|---|---|---|---|---|---|---|---|---|---|")
+    for name in args.bases:
+        base = load_base(name)
+        english_before, english_tokens = bytes_per_token(base, english)
+        with tempfile.TemporaryDirectory() as scratch:
+            base_file = Path(scratch) / "base.json"
+            if not args.no_baselines:
+                base.save_huggingface(base_file)
+            for language in args.languages:
+                tune = languages.documents(halves[language]["tune"])
+                report = languages.documents(halves[language]["report"])
+                before, _ = bytes_per_token(base, report)
+                for k in args.sizes:
+                    start = time.perf_counter()  # counting the tuning half included
+                    extended = polytok.extend(base, polytok.texts(tune), k, progress=False)
+                    seconds = time.perf_counter() - start
+                    after, _ = bytes_per_token(extended, report)
+                    _, english_after = bytes_per_token(extended, english)
+                    change = 100 * (english_after - english_tokens) / english_tokens
+                    learned = extended.training["extended"]["new_tokens"]
+                    size = f"{k}" if learned == k else f"{k} ({learned} learned)"
+                    baselines = "| | |"
+                    if not args.no_baselines:
+                        added = hf_added_tokens(base_file, frequent_pre_tokens(base, tune, k), report)
+                        fresh = polytok.train(polytok.texts(tune + english_tune), vocab_size=base.vocab_size + k,
+                                              pattern=base.pattern, progress=False)
+                        fresh_english = bytes_per_token(fresh, english)[1]
+                        baselines = (f"| {added:.3f} | {bytes_per_token(fresh, report)[0]:.3f} | "
+                                     f"{100 * (fresh_english - english_tokens) / english_tokens:+.1f}% |")
+                    tune_mb = sum(len(text.encode("utf-8")) for text in tune) / 1e6
+                    print(f"| {name} | {language} | {size} | {tune_mb:.2f} | {before:.3f} | {after:.3f} | "
+                          f"{change:+.2f}% | {seconds:.1f} {baselines}", flush=True)
+        print(f"(English on {name}: {english_before:.3f} bytes/token)", flush=True)
+
+
+if __name__ == "__main__":
+    main()
