@@ -49,10 +49,8 @@ class BaseTokenizer(abc.ABC):
     _encoder: Any
 
     def _index_tokens(self) -> None:
-        self._id_of_token: dict[bytes, int] = {}
-        for token_id, token in enumerate(self.vocab):
-            if token:  # an empty entry is an unused id
-                self._id_of_token.setdefault(token, token_id)
+        # The lowest id wins where bytes repeat; an empty entry is an unused id.
+        self._id_of_token: dict[bytes, int] = {t: i for i, t in reversed(list(enumerate(self.vocab))) if t}
         self._policies: dict[tuple, Any] = {}
 
     @staticmethod

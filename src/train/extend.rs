@@ -291,6 +291,15 @@ mod tests {
         learned
     }
 
+    /// `num_merges` merges, any pair seen once, progress after each.
+    fn every_merge(num_merges: usize) -> Options {
+        Options {
+            num_merges,
+            min_frequency: 1,
+            progress_every: 1,
+        }
+    }
+
     #[test]
     fn continuations_equal_the_naive_one_under_both_rules() {
         let mut rng = SplitMix64::new(7);
@@ -307,11 +316,7 @@ mod tests {
             }
             let base_counts: Vec<u64> = base_text.iter().map(|&(_, n)| n).collect();
             let counts = PreTokenCounts::new(&data, &offsets, &base_counts).unwrap();
-            let options = Options {
-                num_merges: 6,
-                min_frequency: 1,
-                progress_every: 1,
-            };
+            let options = every_merge(6);
             let trained =
                 bpe::train(&counts, &options, None, &mut |_| ControlFlow::Continue(())).unwrap();
             let mut base: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
@@ -327,11 +332,7 @@ mod tests {
             }
             let new_counts: Vec<u64> = new_text.iter().map(|&(_, n)| n).collect();
             let counts = PreTokenCounts::new(&data, &offsets, &new_counts).unwrap();
-            let options = Options {
-                num_merges: 1 + round % 10,
-                min_frequency: 1,
-                progress_every: 1,
-            };
+            let options = every_merge(1 + round % 10);
             for rule in [Rule::Merges, Rule::Ranks] {
                 let triples: Vec<(u32, u32, u32)> = (trained.merges.iter().enumerate())
                     .map(|(k, &(l, r))| (l, r, 256 + k as u32))
@@ -359,11 +360,7 @@ mod tests {
         let counts = PreTokenCounts::new(b"ab", &[0, 2], &[1]).unwrap();
         let segmenter = from_ranks(&base).unwrap();
         let segment = |piece: &[u8], out: &mut Vec<u32>| segmenter.segment(piece, out);
-        let options = Options {
-            num_merges: 1,
-            min_frequency: 1,
-            progress_every: 1,
-        };
+        let options = every_merge(1);
         let mut go_on = |_| ControlFlow::Continue(());
         let result = extend(&counts, &segment, &base, Rule::Ranks, 255, &options, None, &mut go_on);
         let refused = ExtendError::FirstId {

@@ -239,3 +239,13 @@ def test_cli_extends_and_refuses_bad_input(tmp_path):
                             capture_output=True, text=True)
     assert failed.returncode == 2 and "new_tokens" in failed.stderr and len(failed.stderr.strip().splitlines()) == 1
     assert not (tmp_path / "bad.json").exists()
+
+
+def test_transformers_gives_the_extensions_ids(extended_pairs):
+    pytest.importorskip("transformers")
+    _, extended = extended_pairs
+    fast = extended.to_transformers()
+    for name, text in HELD_OUT.items():
+        assert fast(text)["input_ids"] == extended.encode_ordinary(text), name
+    assert fast.convert_ids_to_tokens([401]) == [SPECIALS[1]]
+    assert len(fast) == extended.vocab_size  # tokens; the embedding matrix needs n_vocab rows
