@@ -7,7 +7,8 @@ Training stops early, with a smaller vocabulary, when no pair occurs `min_freque
 """
 from __future__ import annotations
 
-from typing import Any, Sequence
+from functools import partial
+from typing import Any, Callable, Sequence
 
 from polytok import _core, checks
 from polytok.counts import PreTokenCounts
@@ -31,25 +32,33 @@ def learn_merges(
     """Learn at most `num_merges` merges; returns (vocabulary without special tokens, merges,
     the pair count each merge was chosen with)."""
     check_options(min_frequency=min_frequency, num_threads=num_threads)
+    merges, merge_counts = run_merge_loop(
+        partial(_core.train_bpe, counts.data, counts.offsets, counts.counts, num_merges),
+        num_merges, min_frequency, num_threads, progress, "invalid PreTokenCounts arrays",
+    )
+    vocab = [bytes([b]) for b in range(256)]
+    for left, right in merges:
+        vocab.append(vocab[left] + vocab[right])
+    return vocab, merges, merge_counts
+
+
+def run_merge_loop(core_loop: Callable[..., Any], num_merges: int, min_frequency: int, num_threads: int | None,
+                   progress: bool, failure: str) -> tuple[list[tuple[int, int]], list[int]]:
+    """Runs a core merge loop (`_core.train_bpe` or `_core.extend_bpe` with its data bound)
+    under a progress bar; its merges and the count each was chosen with. The core's ValueError
+    becomes a ConfigError that starts with `failure`."""
     with progress_bar(progress, total=num_merges, desc="BPE merges", unit="merge", leave=False) as bar:
         try:
-            merge_array, merge_counts = _core.train_bpe(
-                counts.data,
-                counts.offsets,
-                counts.counts,
-                num_merges,
+            merge_array, merge_counts = core_loop(
                 min_frequency=int(min_frequency),
                 num_threads=None if num_threads is None else int(num_threads),
                 progress=(lambda done: bar.update(done - bar.n)) if progress else None,
                 progress_every=PROGRESS_EVERY,
             )
         except ValueError as error:
-            raise ConfigError(f"invalid PreTokenCounts arrays: {error}") from None
+            raise ConfigError(f"{failure}: {error}") from None
     merges = [(int(left), int(right)) for left, right in merge_array.tolist()]
-    vocab = [bytes([b]) for b in range(256)]
-    for left, right in merges:
-        vocab.append(vocab[left] + vocab[right])
-    return vocab, merges, [int(c) for c in merge_counts.tolist()]
+    return merges, [int(count) for count in merge_counts.tolist()]
 
 
 def train_bpe(

@@ -19,6 +19,7 @@ such a pair apart); it would give two ids the same bytes.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -29,9 +30,8 @@ from polytok.counts import PreTokenCounts
 from polytok.errors import ConfigError, CorpusError
 from polytok.formats import load
 from polytok.pretokenize import resolve_pattern
-from polytok.progress import progress_bar
 from polytok.tokenizer import Tokenizer
-from polytok.trainers.bpe import PROGRESS_EVERY
+from polytok.trainers.bpe import run_merge_loop
 
 ALGORITHMS = ("bpe",)
 
@@ -65,25 +65,11 @@ def extend(
                       {"text_field": text_field, "text_column": text_column, "errors": errors}.items() if value is not None}
     counts = _counts(base, corpus_or_counts, num_threads, progress, corpus_options)
     first_id = base.n_vocab
-    with progress_bar(progress, total=new_tokens, desc="BPE merges", unit="merge", leave=False) as bar:
-        try:
-            merge_array, merge_counts = _core.extend_bpe(
-                base._encoder,
-                counts.data,
-                counts.offsets,
-                counts.counts,
-                base.vocab,
-                base.merges is None,
-                new_tokens,
-                first_id,
-                min_frequency=int(min_frequency),
-                num_threads=None if num_threads is None else int(num_threads),
-                progress=(lambda done: bar.update(done - bar.n)) if progress else None,
-                progress_every=PROGRESS_EVERY,
-            )
-        except ValueError as error:
-            raise ConfigError(f"cannot extend: {error}") from None
-    pairs = [(int(left), int(right)) for left, right in merge_array.tolist()]
+    pairs, merge_counts = run_merge_loop(
+        partial(_core.extend_bpe, base._encoder, counts.data, counts.offsets, counts.counts, base.vocab,
+                base.merges is None, new_tokens, first_id),
+        new_tokens, min_frequency, num_threads, progress, "cannot extend",
+    )
     if not pairs:
         raise CorpusError(
             f"the corpus has no pair of adjacent tokens, under the base's cuts, that occurs {min_frequency} times: "
