@@ -13,6 +13,8 @@
 //!   that a base merge made possible again (new token + neighbour = a base token) happens in
 //!   training as it will in tiktoken. Such a pair's bytes are never a token already: the rule
 //!   would have joined them.
+use std::cmp::Reverse;
+use std::collections::BinaryHeap;
 use std::ops::ControlFlow;
 
 use rayon::prelude::*;
@@ -86,27 +88,108 @@ impl Tokens {
 struct Continuation {
     rule: Rule,
     tokens: Tokens,
-    cut: Vec<u32>,
+    /// Scratch for `cut_on`: the symbols, their links, and the pending joins.
+    symbols: Vec<u32>,
+    next: Vec<usize>,
+    previous: Vec<usize>,
+    pending: BinaryHeap<Reverse<(u32, usize)>>,
 }
 
+/// No neighbour, in `cut_on`'s links.
+const END: usize = usize::MAX;
+
 impl Continuation {
-    /// tiktoken's rule applied to `symbols` until no adjacent pair joins into a token.
-    fn cut_on(&mut self, symbols: &[u32]) {
-        self.cut.clear();
-        self.cut.extend_from_slice(symbols);
-        loop {
-            let mut best: Option<(u32, usize)> = None;
-            for i in 0..self.cut.len().saturating_sub(1) {
-                if let Some(rank) = self.tokens.join(self.cut[i], self.cut[i + 1]) {
-                    if best.is_none_or(|(lowest, _)| rank < lowest) {
-                        best = Some((rank, i));
-                    }
+    /// Cuts pre-token `w` on by tiktoken's rule after the newest token joined the vocabulary:
+    /// every adjacent pair in `splits` (the pairs whose bytes are that token) joins, and so does
+    /// every pair that a join makes a token, lowest rank first, leftmost first among equals.
+    /// Only pairs beside a join can become tokens (the cut before was final), so the pending
+    /// joins start with the `splits` found in one pass and grow only there, and `stats` change
+    /// around each join alone, as in `bpe::merge_pre_token`. False if no pair was in `splits`.
+    fn cut_on(
+        &mut self,
+        pre_tokens: &mut PreTokens,
+        w: usize,
+        splits: &[(u32, u32)],
+        newest: u32,
+        stats: &mut FxHashMap<Pair, PairStats>,
+        added: &mut Vec<Pair>,
+    ) -> bool {
+        self.symbols.clear();
+        self.symbols.extend_from_slice(pre_tokens.pre_token(w));
+        let n = self.symbols.len();
+        self.pending.clear();
+        for i in 0..n - 1 {
+            if splits.contains(&(self.symbols[i], self.symbols[i + 1])) {
+                self.pending.push(Reverse((newest, i)));
+            }
+        }
+        if self.pending.is_empty() {
+            return false;
+        }
+        self.next.clear();
+        self.next.extend((1..n).chain([END]));
+        self.previous.clear();
+        self.previous.extend([END].into_iter().chain(0..n - 1));
+        let count = pre_tokens.counts[w];
+        let remove = |pair: Pair, stats: &mut FxHashMap<Pair, PairStats>| {
+            // (the chosen pair's entry is gone already: all its occurrences disappear)
+            if let Some(entry) = stats.get_mut(&pair) {
+                entry.count -= count;
+                if entry.count == 0 {
+                    stats.remove(&pair);
                 }
             }
-            let Some((rank, i)) = best else { return };
-            self.cut[i] = rank;
-            self.cut.remove(i + 1);
+        };
+        let mut add = |pair: Pair, stats: &mut FxHashMap<Pair, PairStats>| {
+            let entry = stats.entry(pair).or_default();
+            entry.count += count;
+            if entry.pre_tokens.last() != Some(&(w as u32)) {
+                entry.pre_tokens.push(w as u32);
+            }
+            added.push(pair);
+        };
+        while let Some(Reverse((rank, i))) = self.pending.pop() {
+            let j = self.next[i];
+            if j == END || self.previous[i] == usize::MAX - 1 {
+                continue;
+            }
+            let (a, b) = (self.symbols[i], self.symbols[j]);
+            if self.tokens.join(a, b) != Some(rank) {
+                continue; // a join beside it changed the pair since it was found
+            }
+            let (left, right) = (self.previous[i], self.next[j]);
+            if left != END {
+                remove(pack(self.symbols[left], a), stats);
+            }
+            remove(pack(a, b), stats);
+            if right != END {
+                remove(pack(b, self.symbols[right]), stats);
+                self.previous[right] = i;
+            }
+            self.symbols[i] = rank;
+            self.next[i] = right;
+            self.previous[j] = usize::MAX - 1; // joined into i
+            if left != END {
+                add(pack(self.symbols[left], rank), stats);
+                if let Some(joined) = self.tokens.join(self.symbols[left], rank) {
+                    self.pending.push(Reverse((joined, left)));
+                }
+            }
+            if right != END {
+                add(pack(rank, self.symbols[right]), stats);
+                if let Some(joined) = self.tokens.join(rank, self.symbols[right]) {
+                    self.pending.push(Reverse((joined, i)));
+                }
+            }
         }
+        let mut cut = Vec::with_capacity(n);
+        let mut i = 0;
+        while i != END {
+            cut.push(self.symbols[i]);
+            i = self.next[i];
+        }
+        pre_tokens.rewrite(w, &cut);
+        true
     }
 }
 
@@ -133,49 +216,27 @@ impl Merger for Continuation {
             return;
         }
         // Every split of the new bytes into two tokens is a pair the rule now joins.
+        let mut splits = vec![(left, right)];
         let mut holders: Vec<u32> = candidates.to_vec();
-        let length = self.tokens.bytes[token as usize].len();
-        for split in 1..length {
-            let bytes = &self.tokens.bytes[token as usize];
+        let bytes = &self.tokens.bytes[token as usize];
+        for split in 1..bytes.len() {
             let (Some(&a), Some(&b)) = (
                 self.tokens.ids.get(&bytes[..split]),
                 self.tokens.ids.get(&bytes[split..]),
             ) else {
                 continue;
             };
-            if let Some(entry) = stats.get(&pack(a, b)) {
-                holders.extend_from_slice(&entry.pre_tokens);
+            if (a, b) != (left, right) {
+                if let Some(entry) = stats.get(&pack(a, b)) {
+                    holders.extend_from_slice(&entry.pre_tokens);
+                }
+                splits.push((a, b));
             }
         }
         holders.sort_unstable();
         holders.dedup();
         for w in holders {
-            let w = w as usize;
-            let symbols = pre_tokens.pre_token(w).to_vec();
-            self.cut_on(&symbols);
-            if self.cut == symbols {
-                continue;
-            }
-            let count = pre_tokens.counts[w];
-            for window in symbols.windows(2) {
-                let pair = pack(window[0], window[1]);
-                if let Some(entry) = stats.get_mut(&pair) {
-                    entry.count -= count;
-                    if entry.count == 0 {
-                        stats.remove(&pair);
-                    }
-                }
-            }
-            for window in self.cut.windows(2) {
-                let pair = pack(window[0], window[1]);
-                let entry = stats.entry(pair).or_default();
-                entry.count += count;
-                if entry.pre_tokens.last() != Some(&(w as u32)) {
-                    entry.pre_tokens.push(w as u32);
-                }
-                added.push(pair);
-            }
-            pre_tokens.rewrite(w, &self.cut);
+            self.cut_on(pre_tokens, w as usize, &splits, token, stats, added);
         }
     }
 }
@@ -228,7 +289,10 @@ pub fn extend(
     let mut continuation = Continuation {
         rule,
         tokens: Tokens::new(tokens, first_id),
-        cut: Vec::new(),
+        symbols: Vec::new(),
+        next: Vec::new(),
+        previous: Vec::new(),
+        pending: BinaryHeap::new(),
     };
     Ok(bpe::merge_loop(&mut pre_tokens, stats, first_id, options, &mut continuation, progress))
 }
