@@ -22,7 +22,8 @@ from polytok.counting import count
 from polytok.counts import PreTokenCounts
 from polytok.errors import ConfigError, Error, FormatError
 from polytok.lp import memory
-from polytok.lp.bound import lagrangian_budgets, shortest_path_tokens, single_bytes
+from polytok.lp.bound import lagrangian, lagrangian_budgets, shortest_path_tokens, single_bytes
+from polytok.lp.dual import dual_ascent
 from polytok.lp.graph import TokenisationGraph
 from polytok.lp.relax import check_relax_options, relax_budgets
 from polytok.lp.rounding import check_rounding, round_colours
@@ -47,6 +48,8 @@ class Certificate:
     status: str
     residuals: dict[str, float] = field(default_factory=dict)
     seconds: float = 0.0
+    base_tokens: int | None = None
+    """For a bound over the extensions of a base (`certify(..., base=)`): the base's own count."""
 
     @classmethod
     def from_counts(cls, *, bound: float, tokens: int | None, shortest_path_tokens: int | None,
@@ -69,6 +72,7 @@ class Certificate:
             f"{'covers':>22}: {self.covers}",
             line("this tokeniser", self.tokens, self.gap),
             line("its vocabulary, fewest", self.shortest_path_tokens, self.shortest_path_gap),
+            *([] if self.base_tokens is None else [f"{'the base':>22}: {self.base_tokens:,} tokens"]),
             f"{'solver':>22}: {self.solver} ({self.status}), {self.seconds:.1f} s",
         ]
         if stopped_early(self.status):
@@ -86,7 +90,7 @@ class Certificate:
         if not isinstance(data, dict):
             raise FormatError(f"certificate: expected an object, got {type(data).__name__}")
         expected = {f for f in cls.__dataclass_fields__}
-        missing, unknown = expected - data.keys(), data.keys() - expected
+        missing, unknown = expected - data.keys() - {"base_tokens"}, data.keys() - expected
         if missing or unknown:
             raise FormatError(
                 f"certificate: missing fields {sorted(missing)}, unknown fields {sorted(unknown)}"
@@ -96,8 +100,8 @@ class Certificate:
         for name, kind in kinds.items():
             if not isinstance(data[name], kind) or isinstance(data[name], bool):
                 raise FormatError(f"certificate field {name!r}: expected {kind}, got {data[name]!r}")
-        for name in ("tokens", "shortest_path_tokens"):
-            if data[name] is not None and (not isinstance(data[name], int) or data[name] < 0):
+        for name in ("tokens", "shortest_path_tokens", "base_tokens"):
+            if data.get(name) is not None and (not isinstance(data[name], int) or data[name] < 0):
                 raise FormatError(f"certificate field {name!r}: expected a count, got {data[name]!r}")
         for name in ("gap", "shortest_path_gap"):
             if data[name] is not None and not isinstance(data[name], (int, float)):
@@ -123,6 +127,7 @@ def certify(
     text_field: str = "text",
     text_column: str = "text",
     errors: str = "strict",
+    base: Any = None,
 ) -> Certificate | list[Certificate]:
     """The certified bound for `tokenizer`'s budget on `corpus` (a PreTokenCounts, or anything
     `polytok.count` reads, with its reader options), its own token count and its shortest-path
@@ -137,7 +142,15 @@ def certify(
     (`polytok.lp.bound.uncapped_bound`), at the cost of a somewhat weaker bound. The run's peak memory is estimated from the counts first
     (`polytok.lp.memory`); one that exceeds `memory_limit` (bytes, or e.g. "12G"; default: the
     memory available) stops with a MemoryLimitError naming the options that shrink it.
-    `time_limit` or Ctrl-C during a solve ends it with a valid, weaker bound (the status says so)."""
+    `time_limit` or Ctrl-C during a solve ends it with a valid, weaker bound (the status says so).
+
+    With `base` (a tokeniser that `tokenizer` extends, e.g. by `polytok.extend`), the bound covers
+    every extension of the base by K tokens, K being the tokeniser's tokens that the base lacks:
+    the base's tokens are in every vocabulary and cost no budget (solver "dual" only)."""
+    if base is not None:
+        if budgets is not None:
+            raise ConfigError("certify with base= bounds one extension size; budgets= is not available with it")
+        return _certify_extension(tokenizer, base, corpus, locals())
     if budgets is None:
         rows = _certify(tokenizer, corpus, None, (), locals())
         return rows[0].certificate
@@ -255,6 +268,49 @@ def _certify(tokenizer: Any, corpus: Any, budgets: Sequence[int] | None, roundin
         )
         rows.append(BudgetRow(certificate, rounded))
     return rows
+
+
+def _certify_extension(tokenizer: Any, base: Any, corpus: Any, options: dict[str, Any]) -> Certificate:
+    """The bound over every extension of `base` by as many tokens as `tokenizer` adds to it."""
+    start = time.perf_counter()
+    if options["solver"] not in ("auto", "dual"):
+        raise ConfigError(f"certify with base= runs the dual solver; solver={options['solver']!r} is not available")
+    if options["max_token_bytes"] is not None:
+        raise ConfigError("certify with base= prices every substring; max_token_bytes is not available with it")
+    check_relax_options(solver="dual", min_frequency=options["min_frequency"], time_limit=options["time_limit"],
+                        tolerance=options["tolerance"])
+    pattern = getattr(base, "pattern", None)
+    if getattr(tokenizer, "pattern", None) != pattern:
+        raise ConfigError("the tokeniser and its base pre-tokenise differently; an extension keeps its base's pattern")
+    base_tokens = {token for token in ordinary_vocabulary(base) if len(token) > 1}
+    tokens = {token for token in ordinary_vocabulary(tokenizer) if len(token) > 1}
+    if not base_tokens <= tokens:
+        raise ConfigError(f"the tokeniser lacks {len(base_tokens - tokens)} of the base's tokens; it does not extend it")
+    budget = len(tokens - base_tokens)
+    specials = list(getattr(tokenizer, "special_tokens", None) or [])
+    if isinstance(corpus, PreTokenCounts):
+        counts = corpus
+    else:
+        counts = count(corpus, pattern=pattern, special_tokens=specials, progress=options["progress"],
+                       text_field=options["text_field"], text_column=options["text_column"], errors=options["errors"])
+    counts = _without(counts, {s.encode("utf-8") for s in specials})
+    memory.guard(counts, "dual", None, "certify an extension", memory.parse_size(options["memory_limit"]),
+                 cap_option=False, budgets=[budget])
+    graph = TokenisationGraph(counts, None)
+    graph.fix_colours(sorted(base_tokens))
+    solution, _, _ = dual_ascent(graph, budget, tolerance=options["tolerance"], time_limit=options["time_limit"],
+                                 progress=options["progress"])
+    prices = np.asarray(solution.duals, dtype=np.float64)
+    prices[graph.fixed[graph.edge_colours]] = 0.0  # unpriced already; the certificate relies on it
+    covers = (f"every vocabulary of the base's {len(base_tokens) + 256} tokens plus at most {budget} more that "
+              "never crosses a pre-token, on this counted corpus, under any segmenter")
+    return Certificate.from_counts(
+        bound=float(lagrangian(graph, prices, budget).bound), budget=budget, covers=covers,
+        tokens=encoder_tokens(tokenizer, counts),
+        shortest_path_tokens=shortest_path_tokens(sorted(tokens.union(single_bytes())), counts),
+        solver="dual", status=solution.status, residuals=solution.residuals,
+        seconds=time.perf_counter() - start, base_tokens=encoder_tokens(base, counts),
+    )
 
 
 def stopped_early(status: str) -> bool:

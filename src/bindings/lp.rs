@@ -125,6 +125,12 @@ impl PyTokenGraph {
         PyArray1::from_slice(py, self.inner.colour_frequencies())
     }
 
+    /// Fixes the colours whose bytes are among `tokens` (an extension's base, in every
+    /// vocabulary the bound covers); returns the flag per colour (bool).
+    fn fix_colours<'py>(&mut self, py: Python<'py>, tokens: Vec<Vec<u8>>) -> Bound<'py, PyArray1<bool>> {
+        PyArray1::from_slice(py, self.inner.fix_colours(&tokens))
+    }
+
     /// The bytes of the given colours.
     fn colour_bytes<'py>(
         &self,

@@ -430,7 +430,11 @@ impl DualAscent {
         for &t in &g.edge_colour {
             per_colour[t as usize] = per_colour[t as usize].saturating_add(1);
         }
-        let shared = |t: usize| per_colour[t] > 1 && own_prices.is_none_or(|own| own[t]);
+        // A fixed colour (an extension's base) is neither shared nor tied: its edges keep price
+        // 0 and it takes no budget.
+        let shared = |t: usize| {
+            !g.is_fixed(t) && per_colour[t] > 1 && own_prices.is_none_or(|own| own[t])
+        };
         let shared_colours: Vec<u32> = (0..colours as u32).filter(|&t| shared(t as usize)).collect();
         // Reused as each shared colour's index into `shared_colours`.
         for (s, &t) in shared_colours.iter().enumerate() {
@@ -447,7 +451,7 @@ impl DualAscent {
             if is_shared[t as usize / 64] >> (t % 64) & 1 == 1 {
                 free.push(e as u32);
                 free_colour.push(per_colour[t as usize]);
-            } else {
+            } else if !g.is_fixed(t as usize) {
                 tied[e / 64] |= 1 << (e % 64);
             }
         }
@@ -462,7 +466,7 @@ impl DualAscent {
             tied,
             free,
             free_colour,
-            tied_colours: colours - shared_count,
+            tied_colours: colours - shared_count - g.fixed.iter().filter(|&&f| f).count(),
             shared_colours,
             budget,
             colour_tau_ratio,
@@ -614,7 +618,14 @@ pub struct StageEnd {
 /// least 1) and each of the `shared` colours' temperature relative to it: min(1, its frequency
 /// / 4 / scale).
 fn colour_scales(g: &TokenGraph, budget: usize, shared: &[u32]) -> (f64, Vec<f64>) {
-    let price_scale = crate::lp::census::price_scale(&mut g.colour_frequency.clone(), budget);
+    // The budget buys the colours that are not fixed: the scale is theirs.
+    let mut frequencies = g.colour_frequency.clone();
+    for (t, frequency) in frequencies.iter_mut().enumerate() {
+        if g.is_fixed(t) {
+            *frequency = 0;
+        }
+    }
+    let price_scale = crate::lp::census::price_scale(&mut frequencies, budget);
     // A colour's price total M_t can only approach lambda if it is frequent; a rare colour
     // smoothed at the full temperature would still count sigmoid(-lambda / colour_tau) of a
     // token, and the many rare colours together would push lambda up by about

@@ -78,6 +78,10 @@ pub struct TokenGraph {
     lp_edge_weight: Vec<f64>,
     /// How `soft_paths` groups and blocks the pre-tokens, made on its first call.
     pub(crate) soft_plan: std::sync::OnceLock<crate::lp::soft_paths::SoftPlan>,
+    /// Colours every vocabulary of the bound holds (an extension's base; empty: none), set by
+    /// `fix_colours`: the dual ascent leaves their edges unpriced and their colours outside
+    /// the budget.
+    pub(crate) fixed: Vec<bool>,
 }
 
 /// Fails unless `got` is `expected`.
@@ -174,6 +178,7 @@ impl TokenGraph {
             edge_lp: Vec::new(),
             lp_edge_weight: Vec::new(),
             soft_plan: std::sync::OnceLock::new(),
+            fixed: Vec::new(),
         }
     }
 
@@ -538,6 +543,24 @@ impl TokenGraph {
             )
             .collect();
         per_pre_token.iter().sum()
+    }
+
+    /// Marks as fixed the colours whose bytes are among `tokens`; returns the flag per colour.
+    pub fn fix_colours(&mut self, tokens: &[Vec<u8>]) -> &[bool] {
+        let tokens: rustc_hash::FxHashSet<&[u8]> = tokens.iter().map(|t| &t[..]).collect();
+        self.fixed = (0..self.colour_len.len())
+            .map(|t| {
+                let start = self.colour_start[t];
+                tokens.contains(&self.data[start..start + self.colour_len[t] as usize])
+            })
+            .collect();
+        &self.fixed
+    }
+
+    /// Whether colour t is fixed (`fix_colours`).
+    #[inline]
+    pub(crate) fn is_fixed(&self, t: usize) -> bool {
+        self.fixed.get(t).copied().unwrap_or(false)
     }
 
     /// The colour totals M_t = sum of mu over the edges of colour t, summed in edge order.

@@ -10,7 +10,7 @@ from pathlib import Path
 
 from polytok.certify import certify, certify_table, stopped_early
 from polytok.cli.options import (Command, add_corpus_options, add_tokenizer_option, integer_list, load_tokenizer,
-                                 reader_options)
+                                 load_tokenizers, reader_options)
 from polytok.errors import ConfigError
 from polytok.files import atomic_write
 from polytok.report import plot_gap_vs_budget
@@ -19,7 +19,8 @@ from polytok.tables import format_table
 EXAMPLES = """examples:
   polytok certify -t tok.json corpus.txt
   polytok certify -t cl100k.tiktoken --pattern cl100k corpus.txt --json
-  polytok certify -t bpe.json corpus.txt --solver dual --budgets 8192,16384,32768,65536"""
+  polytok certify -t bpe.json corpus.txt --solver dual --budgets 8192,16384,32768,65536
+  polytok certify -t cl100k-hi.json --base cl100k_base.tiktoken --pattern cl100k hi/   # every extension by K"""
 
 def add_certify_arguments(parser: argparse.ArgumentParser) -> None:
     """`polytok certify -t FILE CORPUS... [--solver S] [--budgets K,...] [--json]`."""
@@ -38,6 +39,8 @@ def add_certify_arguments(parser: argparse.ArgumentParser) -> None:
                         help="stop before starting when the estimated peak exceeds this (e.g. 12G; default: the memory available)")
     parser.add_argument("--plot", type=Path, default=None,
                         help="with --budgets: write the gap-vs-budget plot (PNG) to this file")
+    parser.add_argument("--base", default=None,
+                        help="a tokeniser that -t extends: bound every extension of it by as many tokens (dual solver)")
     parser.add_argument("--json", action="store_true", help="print the certificate(s) as JSON")
     add_corpus_options(parser)
 
@@ -54,6 +57,8 @@ def run_certify(args: argparse.Namespace) -> None:
                    memory_limit=args.memory_limit, progress=not args.quiet, **reader_options(args))
     if args.plot is not None and args.budgets is None:
         raise ConfigError("--plot draws the gap against the budget: it needs --budgets")
+    if args.base is not None:
+        (options["base"],) = load_tokenizers([args.base], args).values()
     if args.budgets is None:
         certificate = certify(tokenizer, args.corpus, **options)
         if args.json:

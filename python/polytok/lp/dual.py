@@ -86,6 +86,8 @@ def price_scale(graph: TokenisationGraph, budget: int) -> float:
     """The dual solver's estimate of the budget price: a quarter of the K-th largest weighted
     colour frequency, at least 1 (`src/lp/dual_ascent.rs` uses the same)."""
     frequencies = graph.core.colour_frequencies()
+    if graph.fixed is not None:  # the budget buys the colours that are not fixed
+        frequencies = np.where(graph.fixed, 0, frequencies)
     if budget == 0 or len(frequencies) == 0:
         return 1.0
     split = len(frequencies) - min(budget, len(frequencies))
@@ -172,6 +174,8 @@ def dual_ascent_budgets(
         raise ConfigError(f"time_limit must be > 0 seconds, got {time_limit}")
     start = time.perf_counter()
     whole = whole_pre_token_colours(graph)
+    if whole is not None and graph.fixed is not None:
+        whole = whole[~graph.fixed[whole]]  # whole pre-tokens that are fixed tokens need no budget
     ascent = None
     stopped = None
     for budget in budgets:

@@ -105,6 +105,15 @@ class TokenisationGraph:
         self.lp_colours: np.ndarray | None = None
         """Full-graph colours of the last reduced LP built (the Rust side maps its edges)."""
         self.builds = 0
+        self.fixed: np.ndarray | None = None
+        """Per colour, whether every vocabulary the bound covers holds it (`fix_colours`)."""
+
+    def fix_colours(self, tokens: list[bytes]) -> np.ndarray:
+        """Fixes the colours whose bytes are among `tokens` (an extension's base): the dual
+        ascent leaves their edges unpriced and their colours outside the budget, so its bound
+        covers every vocabulary of these tokens plus K more. Returns the flag per colour."""
+        self.fixed = self.core.fix_colours([bytes(token) for token in tokens])
+        return self.fixed
 
     @property
     def num_colours(self) -> int:
