@@ -101,3 +101,24 @@ def test_cli_certifies_an_extension(setting, tmp_path, capsys):
 
     printed = json.loads(capsys.readouterr().out)
     assert printed["budget"] == 3 and printed["base_tokens"] > printed["tokens"] >= printed["bound"]
+
+
+def test_convex_extension_keeps_the_base_and_meets_its_bound(setting):
+    base, counts = setting
+    one = polytok.extend(base, counts, 1, "convex", progress=False)
+    assert one.certificate.tokens == best_extension(base, counts, 1)  # Det finds the best single token here
+    extended = polytok.extend(base, counts, 12, "convex", progress=False)
+    assert extended.segmenter == "shortest_path" and extended.vocab[: len(base.vocab)] == base.vocab
+    assert len(extended.vocab) == base.n_vocab + 12 and extended.training["extended"]["first_new_id"] == base.n_vocab
+    certificate = extended.certificate
+    bpe = polytok.certify(polytok.extend(base, counts, 12, progress=False), counts, base=base)
+    assert certificate.bound <= certificate.tokens <= bpe.tokens  # the same bound covers the BPE extension
+    assert certificate.tokens == polytok.certify(extended, counts, base=base).tokens
+    assert abs(polytok.certify(extended, counts, base=base).bound - certificate.bound) < 1e-6 * certificate.bound
+    text = (DATA / "handbook-de-DE.txt").read_text(encoding="utf-8")[1500:4000]
+    assert extended.decode(extended.encode_ordinary(text)) == text
+    with pytest.raises(ConfigError, match="price"):
+        polytok.extend(base, counts, 3, "convex", rounding="price", progress=False)
+    wordpiece = polytok.train(polytok.texts([ENGLISH]), algorithm="wordpiece", vocab_size=600, progress=False)
+    with pytest.raises(ConfigError, match="shortest path"):
+        polytok.extend(wordpiece, counts, 3, "convex", progress=False)

@@ -120,7 +120,8 @@ def run_train(args: argparse.Namespace) -> None:
 
 EXTEND_EXAMPLES = """examples:
   polytok extend -t cl100k_base.tiktoken --pattern cl100k hindi/*.txt -k 4096 -o cl100k-hi.json
-  polytok extend -t tok.json --counts ko.ptc -k 1024 -o tok-ko.tiktoken --format tiktoken"""
+  polytok extend -t tok.json --counts ko.ptc -k 1024 -o tok-ko.tiktoken --format tiktoken
+  polytok extend -t tok.json ko/ -k 1024 -a convex -o tok-ko-convex.json   # with the bound for any extension"""
 
 
 def add_extend_arguments(parser: argparse.ArgumentParser) -> None:
@@ -129,7 +130,9 @@ def add_extend_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("corpus", type=Path, nargs="*", help="corpus files, directories or globs")
     parser.add_argument("--counts", help="a counts file from `polytok count`, made with the base's pattern")
     parser.add_argument("-k", "--new-tokens", type=int, required=True, help="how many tokens to learn")
-    parser.add_argument("-a", "--algorithm", default="bpe", help="bpe (continue the base's merges)")
+    parser.add_argument("-a", "--algorithm", default="bpe",
+                        help="bpe (continue the base's merges) or convex (ConvexTok with the base's tokens fixed)")
+    parser.add_argument("--rounding", default="det", help="convex: det, bias or int")
     parser.add_argument("-o", "--output", required=True, help="tokeniser file to write")
     parser.add_argument("--min-frequency", type=int, default=1, help="stop when no pair is this frequent")
     parser.add_argument("--threads", type=int, default=None, help="worker threads (default: all cores)")
@@ -147,7 +150,7 @@ def run_extend(args: argparse.Namespace) -> None:
     else:
         source, options = list(args.corpus), reader_options(args)
     extended = polytok.extend(base, source, args.new_tokens, args.algorithm, min_frequency=args.min_frequency,
-                              num_threads=args.threads, progress=not args.quiet, **options)
+                              rounding=args.rounding, num_threads=args.threads, progress=not args.quiet, **options)
     save(extended, args.output, args.format)
     if not args.quiet:
         learned = extended.training["extended"]["new_tokens"]

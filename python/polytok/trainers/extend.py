@@ -15,6 +15,10 @@ token applies:
   rule exactly as tiktoken will when it reads the saved ranks.
 A pair whose bytes already are a token is never merged (under a merge list, the base can leave
 such a pair apart); it would give two ids the same bytes.
+
+The ConvexTok extension solves the relaxation with the base's tokens fixed (free, outside the
+budget; see `certify(..., base=)`), rounds the other colours to K tokens and cuts by shortest
+path over the base's tokens and the new ones; its certificate bounds every K-token extension.
 """
 from __future__ import annotations
 
@@ -22,6 +26,8 @@ from collections.abc import Iterable
 from functools import partial
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from polytok import _core, checks
 from polytok.base_tokenizer import BaseTokenizer
@@ -31,9 +37,15 @@ from polytok.errors import ConfigError, CorpusError
 from polytok.formats import load
 from polytok.pretokenize import resolve_pattern
 from polytok.tokenizer import Tokenizer
+from polytok.certify import Certificate, encoder_tokens
+from polytok.lp.bound import lagrangian, shortest_path_tokens, single_bytes
+from polytok.lp.dual import dual_ascent
+from polytok.lp.graph import TokenisationGraph
+from polytok.lp.relax import check_relax_options
+from polytok.lp.rounding import INTEGRAL_TOLERANCE, best_colours, check_rounding
 from polytok.trainers.bpe import run_merge_loop
 
-ALGORITHMS = ("bpe",)
+ALGORITHMS = ("bpe", "convex")
 
 
 def extend(
@@ -43,6 +55,9 @@ def extend(
     algorithm: str = "bpe",
     *,
     min_frequency: int = 1,
+    rounding: str = "det",
+    tolerance: float = 1e-4,
+    time_limit: float | None = None,
     num_threads: int | None = None,
     progress: bool = True,
     text_field: str | None = None,
@@ -52,19 +67,41 @@ def extend(
     """`base` (a tokeniser, or a file `polytok.load` reads) with at most `new_tokens` tokens learned
     on a corpus (anything `polytok.count` reads, counted with the base's pattern and special
     tokens; `text_field`, `text_column` and `errors` say how to read it) or on PreTokenCounts made
-    with the base's pattern. Stops early, with fewer tokens, when no pair occurs `min_frequency` times."""
+    with the base's pattern.
+
+    "bpe" continues the base's merges (`min_frequency`: stop when no pair is that frequent).
+    "convex" solves ConvexTok's relaxation with the base's tokens fixed and K = `new_tokens`
+    (the dual solver, to `tolerance`, within `time_limit` seconds), rounds it (`rounding`: det,
+    bias or int) and segments by shortest path; the result carries the certified bound for
+    every K-token extension of the base on this corpus."""
     if algorithm not in ALGORITHMS:
         raise ConfigError(f"unknown extension algorithm {algorithm!r}; known: {', '.join(ALGORITHMS)}")
     new_tokens = checks.integer("new_tokens", new_tokens)
     checks.integer("min_frequency", min_frequency)
     checks.num_threads(num_threads)
+    if algorithm == "convex":
+        check_rounding(rounding)
+        if rounding == "price":
+            raise ConfigError('an extension rounds the relaxation\'s colour values: rounding="price" is not one of them')
+        check_relax_options(solver="dual", min_frequency=1, time_limit=time_limit, tolerance=tolerance)
     if isinstance(base, (str, Path)):
         base = load(base)
-    _check_base(base)
+    _check_base(base, algorithm)
     corpus_options = {name: value for name, value in
                       {"text_field": text_field, "text_column": text_column, "errors": errors}.items() if value is not None}
     counts = _counts(base, corpus_or_counts, num_threads, progress, corpus_options)
     first_id = base.n_vocab
+    vocab = list(base.vocab) + [b""] * (first_id - len(base.vocab))
+    record: dict[str, Any] = {"base_vocab_size": base.vocab_size, "first_new_id": first_id,
+                              "new_tokens_asked": new_tokens}
+    totals = {"unique_pre_tokens": len(counts), "pre_tokens": int(counts.counts.sum(dtype="uint64")),
+              "base_training": base.training}
+    if algorithm == "convex":
+        chosen, certificate, solve = _convex_tokens(base, counts, new_tokens, rounding, tolerance, time_limit, progress)
+        record.update(new_tokens=len(chosen), rounding=rounding)
+        return Tokenizer(vocab + chosen, segmenter="shortest_path", pattern=base.pattern,
+                         special_tokens=base.special_tokens, algorithm="convex",
+                         training={"extended": record, **solve, **totals}, certificate=certificate)
     pairs, merge_counts = run_merge_loop(
         partial(_core.extend_bpe, base._encoder, counts.data, counts.offsets, counts.counts, base.vocab,
                 base.merges is None, new_tokens, first_id),
@@ -76,37 +113,48 @@ def extend(
             "no pre-token the base cuts into two or more tokens (is the corpus in a script the base's pattern "
             "keeps apart, or empty?)"
         )
-    vocab = list(base.vocab) + [b""] * (first_id - len(base.vocab))
     for left, right in pairs:
         vocab.append(vocab[left] + vocab[right])
-    training = {
-        "extended": {
-            "base_vocab_size": base.vocab_size,
-            "first_new_id": first_id,
-            "new_tokens_asked": new_tokens,
-            "new_tokens": len(pairs),
-            "rule": "ranks" if base.merges is None else "merges",
-        },
-        "min_frequency": int(min_frequency),
-        "stopped_early": len(pairs) < new_tokens,
-        "last_merge_count": int(merge_counts[-1]),
-        "unique_pre_tokens": len(counts),
-        "pre_tokens": int(counts.counts.sum(dtype="uint64")),
-        "base_training": base.training,
-    }
-    return Tokenizer(
-        vocab,
-        segmenter="merges",
-        pattern=base.pattern,
-        special_tokens=base.special_tokens,
-        merges=None if base.merges is None else list(base.merges) + pairs,
-        algorithm="bpe",
-        training=training,
+    record.update(new_tokens=len(pairs), rule="ranks" if base.merges is None else "merges")
+    training = {"extended": record, "min_frequency": int(min_frequency), "stopped_early": len(pairs) < new_tokens,
+                "last_merge_count": int(merge_counts[-1]), **totals}
+    return Tokenizer(vocab, segmenter="merges", pattern=base.pattern, special_tokens=base.special_tokens,
+                     merges=None if base.merges is None else list(base.merges) + pairs, algorithm="bpe",
+                     training=training)
+
+
+def _convex_tokens(base: Tokenizer, counts: PreTokenCounts, budget: int, rounding: str, tolerance: float,
+                   time_limit: float | None, progress: bool) -> tuple[list[bytes], Certificate, dict[str, Any]]:
+    """ConvexTok with the base's tokens fixed: the new tokens (best first), the certificate of
+    the bound over every `budget`-token extension, and the solve's record."""
+    base_tokens = sorted({token for token in base.vocab if len(token) > 1})
+    graph = TokenisationGraph(counts, None)
+    fixed = graph.fix_colours(base_tokens)
+    if bool(fixed.all()):
+        raise CorpusError("every substring of the corpus' pre-tokens is a base token already: nothing to learn")
+    solution, colour_values, stages = dual_ascent(graph, budget, tolerance=tolerance, time_limit=time_limit,
+                                                  progress=progress)
+    prices = np.asarray(solution.duals, dtype=np.float64)
+    prices[fixed[graph.edge_colours]] = 0.0  # unpriced already; the certificate relies on it
+    bound = float(lagrangian(graph, prices, budget).bound)
+    score = colour_values / graph.colour_lengths if rounding == "bias" else colour_values
+    # A base token is never chosen again; "int" keeps only the colours the relaxation set to one.
+    score = np.where(fixed, -1.0, np.where(colour_values >= 1.0 - INTEGRAL_TOLERANCE, score, 0.0)
+                     if rounding == "int" else score)
+    tokens = graph.colour_bytes(best_colours(graph, score, budget, positive=rounding == "int"))
+    path = shortest_path_tokens(sorted(set(base_tokens) | set(tokens) | set(single_bytes())), counts)
+    covers = (f"every vocabulary of the base's {len(base_tokens) + 256} tokens plus at most {budget} more that "
+              "never crosses a pre-token, on this counted corpus, under any segmenter")
+    certificate = Certificate.from_counts(
+        bound=bound, budget=budget, covers=covers, tokens=path, shortest_path_tokens=path, solver="dual",
+        status=solution.status, residuals=solution.residuals, seconds=solution.seconds,
+        base_tokens=encoder_tokens(base, counts),
     )
+    return tokens, certificate, {"solver": "dual", "tolerance": tolerance, "stages": len(stages)}
 
 
-def _check_base(base: Any) -> None:
-    """Refuses a base that BPE cannot continue, saying what would do."""
+def _check_base(base: Any, algorithm: str) -> None:
+    """Refuses a base that `algorithm` cannot extend, saying what would do."""
     if not isinstance(base, BaseTokenizer):
         raise ConfigError(f"base must be a polytok tokeniser or a tokeniser file, got {type(base).__name__}")
     if not isinstance(base, Tokenizer):
@@ -115,7 +163,12 @@ def _check_base(base: Any) -> None:
             "native tokeniser cannot hold), which BPE continuation cannot extend: give a tiktoken ranks file, a "
             "polytok file, or a byte-level BPE tokenizer.json whose pre-tokeniser is one regex"
         )
-    if base.segmenter != "merges":  # (a merges tokeniser has all 256 bytes: its constructor checks)
+    if algorithm == "convex":  # (merges and shortest_path tokenisers have all 256 bytes: their constructors check)
+        if base.segmenter not in ("merges", "shortest_path"):
+            raise ConfigError(f"a ConvexTok extension cuts by shortest path over the base's tokens, which needs all "
+                              f"256 bytes; a {base.segmenter!r} base does not promise them")
+        return
+    if base.segmenter != "merges":
         raise ConfigError(f"BPE continuation needs a BPE base (segmenter 'merges'); this base uses {base.segmenter!r}")
 
 
