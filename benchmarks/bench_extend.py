@@ -10,6 +10,8 @@ the same total size).
 Each extension (and each baseline) learns on the language's tuning half; every number is measured
 on its reporting half (benchmarks/languages.py), and English is the en-US reporting half. The
 fresh BPE learns on the language's and English's tuning halves together, with the base's pattern.
+With --bounds, `certify(..., base=)` bounds, on the reporting half, the token count of every
+extension of the base by K tokens: the most bytes per token any of them reaches.
 """
 from __future__ import annotations
 
@@ -84,6 +86,10 @@ def main() -> None:
     parser.add_argument("--sizes", nargs="+", type=int, default=[1024, 4096, 16384])
     parser.add_argument("--languages", nargs="+", default=["hi", "ko", "vi", "ja", "el", "tr", "km"])
     parser.add_argument("--no-baselines", action="store_true", help="skip add_tokens and the fresh BPE")
+    parser.add_argument("--algorithms", nargs="+", default=["bpe"], choices=["bpe", "convex"],
+                        help="extension algorithms; each row names its algorithm after K")
+    parser.add_argument("--bounds", action="store_true",
+                        help="also certify, on the reporting half, the fewest tokens any K-token extension reaches")
     args = parser.parse_args()
     halves = languages.build(2.0)
     missing = [language for language in args.languages + ["en-US"] if language not in halves]
@@ -92,8 +98,9 @@ def main() -> None:
     english = languages.documents(halves["en-US"]["report"])
     english_tune = languages.documents(halves["en-US"]["tune"])
     print("| base | language | K | tune MB | bytes/token before | after | English change | count + extend s | "
-          "add_tokens bytes/token | fresh BPE bytes/token | fresh BPE English change |")
-    print("|---|---|---|---|---|---|---|---|---|---|---|")
+          "add_tokens bytes/token | fresh BPE bytes/token | fresh BPE English change |"
+          + (" bound: bytes/token no extension beats | gap | certify s |" if args.bounds else ""))
+    print("|---|---|---|---|---|---|---|---|---|---|---|" + ("---|---|---|" if args.bounds else ""))
     for name in args.bases:
         base = load_base(name)
         english_before, english_tokens = bytes_per_token(base, english)
@@ -105,16 +112,18 @@ def main() -> None:
                 tune = languages.documents(halves[language]["tune"])
                 report = languages.documents(halves[language]["report"])
                 before, _ = bytes_per_token(base, report)
-                for k in args.sizes:
+                for k, algorithm in ((k, algorithm) for k in args.sizes for algorithm in args.algorithms):
                     start = time.perf_counter()  # counting the tuning half included
-                    extended = polytok.extend(base, polytok.texts(tune), k, progress=False)
+                    extended = polytok.extend(base, polytok.texts(tune), k, algorithm, progress=False)
                     seconds = time.perf_counter() - start
                     after, _ = bytes_per_token(extended, report)
                     _, english_after = bytes_per_token(extended, english)
                     change = 100 * (english_after - english_tokens) / english_tokens
                     learned = extended.training["extended"]["new_tokens"]
                     size = f"{k}" if learned == k else f"{k} ({learned} learned)"
-                    baselines = "| | |"
+                    if args.algorithms != ["bpe"]:
+                        size += f" {algorithm}"
+                    baselines = "| | | |"
                     if not args.no_baselines:
                         added = hf_added_tokens(base_file, frequent_pre_tokens(base, tune, k), report)
                         fresh = polytok.train(polytok.texts(tune + english_tune), vocab_size=base.vocab_size + k,
@@ -122,6 +131,14 @@ def main() -> None:
                         fresh_english = bytes_per_token(fresh, english)[1]
                         baselines = (f"| {added:.3f} | {bytes_per_token(fresh, report)[0]:.3f} | "
                                      f"{100 * (fresh_english - english_tokens) / english_tokens:+.1f}% |")
+                    if args.bounds:
+                        report_counts = polytok.count(polytok.texts(report), pattern=base.pattern,
+                                                      special_tokens=list(base.special_tokens), progress=False)
+                        start = time.perf_counter()
+                        certificate = polytok.certify(extended, report_counts, base=base)
+                        report_bytes = sum(len(text.encode("utf-8")) for text in report)
+                        baselines += (f" {report_bytes / certificate.bound:.3f} | {certificate.gap:+.1f}% | "
+                                      f"{time.perf_counter() - start:.0f} |")
                     tune_mb = sum(len(text.encode("utf-8")) for text in tune) / 1e6
                     print(f"| {name} | {language} | {size} | {tune_mb:.2f} | {before:.3f} | {after:.3f} | "
                           f"{change:+.2f}% | {seconds:.1f} {baselines}", flush=True)
