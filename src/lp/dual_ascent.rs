@@ -913,6 +913,32 @@ mod tests {
     use super::*;
 
     #[test]
+    fn fixed_colours_keep_price_zero_and_take_no_budget() {
+        // "abab" x 5 and "abc" x 3, and the base holds "ab" (16 tokens: 2 x 5 + 2 x 3). The best
+        // one-token extension adds "abab": 1 x 5 + 2 x 3 = 11. Without "ab" fixed, the best
+        // vocabulary of one token reaches 14 ("abab": 5 + 3 x 3), so a bound above 11 would
+        // have ignored the base.
+        let mut graph = TokenGraph::new(b"abababc".to_vec(), vec![0, 4, 7], vec![5, 3], 8);
+        let fixed = graph.fix_colours(&[b"ab".to_vec()]).to_vec();
+        assert_eq!(fixed.iter().filter(|&&f| f).count(), 1);
+        let mut ascent = DualAscent::new(&graph, 1, 1.0, None).unwrap();
+        ascent.start_budget_price(1.0).unwrap();
+        for tau in [1.0, 0.5, 0.25, 0.125, 0.0625, 0.03125, 0.015625] {
+            ascent.stage(&graph, tau, 30, 5, None, 60, 1e-6, &|| false).unwrap();
+        }
+        let prices = ascent.best_prices(&graph);
+        for (e, &t) in graph.edge_colour.iter().enumerate() {
+            if fixed[t as usize] {
+                assert_eq!(prices[e], 0.0, "a fixed colour's edge {e} was priced");
+            }
+        }
+        // (the prices are f32: the exact value may exceed 11 by their rounding, which the
+        // certificate's margin in Python covers)
+        let best = ascent.best_value();
+        assert!(best <= 11.0 * (1.0 + 1e-6) && best > 10.5, "{best}");
+    }
+
+    #[test]
     fn top_sum_with_copies_is_the_top_k_of_the_union() {
         // Small integers, so every sum is exact whatever its order.
         let mut seed = 12345u64;

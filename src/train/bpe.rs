@@ -175,21 +175,11 @@ pub(super) fn merge_pre_token(
     let remove = |pair: Pair, stats: &mut FxHashMap<Pair, PairStats>| {
         // The merged pair's own entry is already gone: all its occurrences disappear.
         if pair != merged {
-            if let Some(entry) = stats.get_mut(&pair) {
-                entry.count -= count;
-                if entry.count == 0 {
-                    stats.remove(&pair);
-                }
-            }
+            take_pair(stats, pair, count);
         }
     };
     let mut add = |pair: Pair, stats: &mut FxHashMap<Pair, PairStats>| {
-        let entry = stats.entry(pair).or_default();
-        entry.count += count;
-        if entry.pre_tokens.last() != Some(&(w as u32)) {
-            entry.pre_tokens.push(w as u32);
-        }
-        added.push(pair);
+        give_pair(stats, pair, count, w, added);
     };
     let (mut read, mut write) = (0, 0);
     while read < length {
@@ -215,6 +205,32 @@ pub(super) fn merge_pre_token(
         write += 1;
     }
     pre_tokens.lengths[w] = write as u32;
+}
+
+/// Takes `count` occurrences of `pair` off its statistics (none if the pair has no entry left).
+pub(super) fn take_pair(stats: &mut FxHashMap<Pair, PairStats>, pair: Pair, count: u64) {
+    if let Some(entry) = stats.get_mut(&pair) {
+        entry.count -= count;
+        if entry.count == 0 {
+            stats.remove(&pair);
+        }
+    }
+}
+
+/// Adds `count` occurrences of `pair` in pre-token `w` to its statistics, and the pair to `added`.
+pub(super) fn give_pair(
+    stats: &mut FxHashMap<Pair, PairStats>,
+    pair: Pair,
+    count: u64,
+    w: usize,
+    added: &mut Vec<Pair>,
+) {
+    let entry = stats.entry(pair).or_default();
+    entry.count += count;
+    if entry.pre_tokens.last() != Some(&(w as u32)) {
+        entry.pre_tokens.push(w as u32);
+    }
+    added.push(pair);
 }
 
 /// What to train: at most `num_merges` merges, each of a pair seen at least `min_frequency`

@@ -20,7 +20,10 @@ use std::ops::ControlFlow;
 use rayon::prelude::*;
 use rustc_hash::FxHashMap;
 
-use super::bpe::{self, pack, BpeError, Merger, Options, Pair, PairStats, PreTokens, Trained};
+use super::bpe::{
+    self, give_pair, pack, take_pair, BpeError, Merger, Options, Pair, PairStats, PreTokens,
+    Trained,
+};
 use crate::count::PreTokenCounts;
 
 /// How the base joins two tokens.
@@ -131,22 +134,11 @@ impl Continuation {
         self.previous.clear();
         self.previous.extend([END].into_iter().chain(0..n - 1));
         let count = pre_tokens.counts[w];
-        let remove = |pair: Pair, stats: &mut FxHashMap<Pair, PairStats>| {
-            // (the chosen pair's entry is gone already: all its occurrences disappear)
-            if let Some(entry) = stats.get_mut(&pair) {
-                entry.count -= count;
-                if entry.count == 0 {
-                    stats.remove(&pair);
-                }
-            }
-        };
+        // (the chosen pair's entry is gone already: take_pair leaves it so)
+        let remove =
+            |pair: Pair, stats: &mut FxHashMap<Pair, PairStats>| take_pair(stats, pair, count);
         let mut add = |pair: Pair, stats: &mut FxHashMap<Pair, PairStats>| {
-            let entry = stats.entry(pair).or_default();
-            entry.count += count;
-            if entry.pre_tokens.last() != Some(&(w as u32)) {
-                entry.pre_tokens.push(w as u32);
-            }
-            added.push(pair);
+            give_pair(stats, pair, count, w, added);
         };
         while let Some(Reverse((rank, i))) = self.pending.pop() {
             let j = self.next[i];
