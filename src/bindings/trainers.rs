@@ -151,8 +151,14 @@ fn extend_bpe<'py>(
     let base = &encoder.inner;
     let segment =
         |pre_token: &[u8], out: &mut Vec<u32>| base.segment_pre_token_into(pre_token, out);
+    let from = extend::Base {
+        segment: &segment,
+        tokens: &vocab,
+        rule,
+        first_id,
+    };
     let trained = cancellable(py, &progress, |report| {
-        extend::extend(&counts, &segment, &vocab, rule, first_id, &options, pool.as_deref(), report)
+        extend::extend(&counts, &from, &options, pool.as_deref(), report)
     })??;
     Ok(merge_arrays(py, trained))
 }

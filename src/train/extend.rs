@@ -233,19 +233,31 @@ impl Merger for Continuation {
     }
 }
 
-/// Continues BPE from a base: `segment` cuts a pre-token as the base does, `tokens[id]` are the
-/// base's bytes (empty: unused), and new token k gets id `first_id + k`. The merges and the
-/// count each was chosen with are returned as `bpe::train` returns them.
+/// The tokeniser an extension continues: `segment` cuts a pre-token as it does, `tokens[id]` are
+/// its bytes (empty: unused), `rule` is how it joins tokens, and new token k gets id
+/// `first_id + k`.
+pub struct Base<'a> {
+    pub segment: &'a (dyn Fn(&[u8], &mut Vec<u32>) + Sync),
+    pub tokens: &'a [Vec<u8>],
+    pub rule: Rule,
+    pub first_id: u32,
+}
+
+/// Continues BPE from `base` on counted pre-tokens. The merges and the count each was chosen
+/// with are returned as `bpe::train` returns them.
 pub fn extend(
     counts: &PreTokenCounts,
-    segment: &(dyn Fn(&[u8], &mut Vec<u32>) + Sync),
-    tokens: &[Vec<u8>],
-    rule: Rule,
-    first_id: u32,
+    base: &Base<'_>,
     options: &Options,
     pool: Option<&rayon::ThreadPool>,
     progress: &mut dyn FnMut(usize) -> ControlFlow<()>,
 ) -> Result<Trained, ExtendError> {
+    let Base {
+        segment,
+        tokens,
+        rule,
+        first_id,
+    } = *base;
     if (first_id as usize) < tokens.len() || options.num_merges > (u32::MAX - first_id) as usize {
         return Err(ExtendError::FirstId { first_id, tokens: tokens.len() });
     }
@@ -399,9 +411,13 @@ mod tests {
                 };
                 let segment = |piece: &[u8], out: &mut Vec<u32>| segmenter.segment(piece, out);
                 let mut go_on = |_| ControlFlow::Continue(());
-                let extended =
-                    extend(&counts, &segment, &base, rule, first_id, &options, None, &mut go_on)
-                        .unwrap();
+                let from = Base {
+                    segment: &segment,
+                    tokens: &base,
+                    rule,
+                    first_id,
+                };
+                let extended = extend(&counts, &from, &options, None, &mut go_on).unwrap();
                 let list = (rule == Rule::Merges).then_some(&trained.merges[..]);
                 let expected = naive(&base, list, &new_text, first_id, options.num_merges);
                 let base_merges = &trained.merges;
@@ -418,7 +434,13 @@ mod tests {
         let segment = |piece: &[u8], out: &mut Vec<u32>| segmenter.segment(piece, out);
         let options = every_merge(1);
         let mut go_on = |_| ControlFlow::Continue(());
-        let result = extend(&counts, &segment, &base, Rule::Ranks, 255, &options, None, &mut go_on);
+        let from = Base {
+            segment: &segment,
+            tokens: &base,
+            rule: Rule::Ranks,
+            first_id: 255,
+        };
+        let result = extend(&counts, &from, &options, None, &mut go_on);
         let refused = ExtendError::FirstId {
             first_id: 255,
             tokens: 256,
