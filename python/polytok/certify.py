@@ -296,21 +296,46 @@ def _certify_extension(tokenizer: Any, base: Any, corpus: Any, options: dict[str
     counts = _without(counts, {s.encode("utf-8") for s in specials})
     memory.guard(counts, "dual", None, "certify an extension", memory.parse_size(options["memory_limit"]),
                  cap_option=False, budgets=[budget])
-    graph = TokenisationGraph(counts, None)
-    graph.fix_colours(sorted(base_tokens))
-    solution, _, _ = dual_ascent(graph, budget, tolerance=options["tolerance"], time_limit=options["time_limit"],
-                                 progress=options["progress"])
-    prices = np.asarray(solution.duals, dtype=np.float64)
-    prices[graph.fixed[graph.edge_colours]] = 0.0  # unpriced already; the certificate relies on it
-    covers = (f"every vocabulary of the base's {len(base_tokens) + 256} tokens plus at most {budget} more that "
-              "never crosses a pre-token, on this counted corpus, under any segmenter")
+    solve = solve_extension(counts, sorted(base_tokens), budget, tolerance=options["tolerance"],
+                            time_limit=options["time_limit"], progress=options["progress"])
+    solution = solve.solution
     return Certificate.from_counts(
-        bound=float(lagrangian(graph, prices, budget).bound), budget=budget, covers=covers,
+        bound=solve.bound, budget=budget, covers=extension_covers(len(base_tokens), budget),
         tokens=encoder_tokens(tokenizer, counts),
         shortest_path_tokens=shortest_path_tokens(sorted(tokens.union(single_bytes())), counts),
         solver="dual", status=solution.status, residuals=solution.residuals,
         seconds=time.perf_counter() - start, base_tokens=encoder_tokens(base, counts),
     )
+
+
+@dataclass
+class ExtensionSolve:
+    """The dual ascent over the extensions of a base: the graph with the base's colours fixed,
+    the ascent's solution and colour values, its stage records, and the certified bound."""
+    graph: TokenisationGraph
+    solution: Any
+    colour_values: np.ndarray
+    stages: list[dict]
+    bound: float
+
+
+def solve_extension(counts: PreTokenCounts, base_tokens: list[bytes], budget: int, *, tolerance: float,
+                    time_limit: float | None, progress: bool) -> ExtensionSolve:
+    """Runs the dual ascent for every extension of `base_tokens` (multi-byte) by `budget` tokens on
+    `counts`, and certifies its prices (zero on the base's edges, which the bound relies on)."""
+    graph = TokenisationGraph(counts, None)
+    graph.fix_colours(base_tokens)
+    solution, colour_values, stages = dual_ascent(graph, budget, tolerance=tolerance, time_limit=time_limit,
+                                                  progress=progress)
+    prices = np.asarray(solution.duals, dtype=np.float64)
+    prices[graph.fixed[graph.edge_colours]] = 0.0  # unpriced already
+    return ExtensionSolve(graph, solution, colour_values, stages, float(lagrangian(graph, prices, budget).bound))
+
+
+def extension_covers(base_tokens: int, budget: int) -> str:
+    """What a bound over the extensions of a base with `base_tokens` multi-byte tokens covers."""
+    return (f"every vocabulary of the base's {base_tokens + 256} tokens plus at most {budget} more that never "
+            "crosses a pre-token, on this counted corpus, under any segmenter")
 
 
 def stopped_early(status: str) -> bool:

@@ -101,6 +101,9 @@ struct Continuation {
 /// No neighbour, in `cut_on`'s links.
 const END: usize = usize::MAX;
 
+/// In `cut_on`'s `previous`: this symbol was joined into the one before it.
+const JOINED: usize = usize::MAX - 1;
+
 impl Continuation {
     /// Cuts pre-token `w` on by tiktoken's rule after the newest token joined the vocabulary:
     /// every adjacent pair in `splits` (the pairs whose bytes are that token) joins, and so does
@@ -142,7 +145,7 @@ impl Continuation {
         };
         while let Some(Reverse((rank, i))) = self.pending.pop() {
             let j = self.next[i];
-            if j == END || self.previous[i] == usize::MAX - 1 {
+            if j == END || self.previous[i] == JOINED {
                 continue;
             }
             let (a, b) = (self.symbols[i], self.symbols[j]);
@@ -160,7 +163,7 @@ impl Continuation {
             }
             self.symbols[i] = rank;
             self.next[i] = right;
-            self.previous[j] = usize::MAX - 1; // joined into i
+            self.previous[j] = JOINED;
             if left != END {
                 add(pack(self.symbols[left], rank), stats);
                 if let Some(joined) = self.tokens.join(self.symbols[left], rank) {

@@ -144,6 +144,10 @@ def run_extend(args: argparse.Namespace) -> None:
     """Load the base, count the corpus (or load the counts) with its pattern, extend and save."""
     if bool(args.counts) == bool(args.corpus):
         raise ConfigError("give either corpus files or --counts (one of them, not both)")
+    if args.algorithm == "convex" and args.format != "polytok":
+        # said before the solve, not after it: neither format has a shortest-path segmenter
+        raise ConfigError(f"a ConvexTok extension cuts by shortest path, which --format {args.format} cannot hold; "
+                          "write it as polytok JSON (--format polytok)")
     base = load_tokenizer(args)
     if args.counts:
         source, options = polytok.PreTokenCounts.load(args.counts), {}

@@ -35,14 +35,12 @@ from polytok.counting import count
 from polytok.counts import PreTokenCounts
 from polytok.errors import ConfigError, CorpusError
 from polytok.formats import load
-from polytok.pretokenize import resolve_pattern
-from polytok.tokenizer import Tokenizer
-from polytok.certify import Certificate, encoder_tokens
-from polytok.lp.bound import lagrangian, shortest_path_tokens, single_bytes
-from polytok.lp.dual import dual_ascent
-from polytok.lp.graph import TokenisationGraph
+from polytok.certify import Certificate, encoder_tokens, extension_covers, solve_extension
+from polytok.lp.bound import shortest_path_tokens, single_bytes
 from polytok.lp.relax import check_relax_options
 from polytok.lp.rounding import INTEGRAL_TOLERANCE, best_colours, check_rounding
+from polytok.pretokenize import resolve_pattern
+from polytok.tokenizer import Tokenizer
 from polytok.trainers.bpe import run_merge_loop
 
 ALGORITHMS = ("bpe", "convex")
@@ -128,29 +126,22 @@ def _convex_tokens(base: Tokenizer, counts: PreTokenCounts, budget: int, roundin
     """ConvexTok with the base's tokens fixed: the new tokens (best first), the certificate of
     the bound over every `budget`-token extension, and the solve's record."""
     base_tokens = sorted({token for token in base.vocab if len(token) > 1})
-    graph = TokenisationGraph(counts, None)
-    fixed = graph.fix_colours(base_tokens)
+    solve = solve_extension(counts, base_tokens, budget, tolerance=tolerance, time_limit=time_limit, progress=progress)
+    graph, fixed, values = solve.graph, solve.graph.fixed, solve.colour_values
     if bool(fixed.all()):
         raise CorpusError("every substring of the corpus' pre-tokens is a base token already: nothing to learn")
-    solution, colour_values, stages = dual_ascent(graph, budget, tolerance=tolerance, time_limit=time_limit,
-                                                  progress=progress)
-    prices = np.asarray(solution.duals, dtype=np.float64)
-    prices[fixed[graph.edge_colours]] = 0.0  # unpriced already; the certificate relies on it
-    bound = float(lagrangian(graph, prices, budget).bound)
-    score = colour_values / graph.colour_lengths if rounding == "bias" else colour_values
+    score = values / graph.colour_lengths if rounding == "bias" else values
     # A base token is never chosen again; "int" keeps only the colours the relaxation set to one.
-    score = np.where(fixed, -1.0, np.where(colour_values >= 1.0 - INTEGRAL_TOLERANCE, score, 0.0)
+    score = np.where(fixed, -1.0, np.where(values >= 1.0 - INTEGRAL_TOLERANCE, score, 0.0)
                      if rounding == "int" else score)
     tokens = graph.colour_bytes(best_colours(graph, score, budget, positive=rounding == "int"))
     path = shortest_path_tokens(sorted(set(base_tokens) | set(tokens) | set(single_bytes())), counts)
-    covers = (f"every vocabulary of the base's {len(base_tokens) + 256} tokens plus at most {budget} more that "
-              "never crosses a pre-token, on this counted corpus, under any segmenter")
     certificate = Certificate.from_counts(
-        bound=bound, budget=budget, covers=covers, tokens=path, shortest_path_tokens=path, solver="dual",
-        status=solution.status, residuals=solution.residuals, seconds=solution.seconds,
-        base_tokens=encoder_tokens(base, counts),
+        bound=solve.bound, budget=budget, covers=extension_covers(len(base_tokens), budget), tokens=path,
+        shortest_path_tokens=path, solver="dual", status=solve.solution.status, residuals=solve.solution.residuals,
+        seconds=solve.solution.seconds, base_tokens=encoder_tokens(base, counts),
     )
-    return tokens, certificate, {"solver": "dual", "tolerance": tolerance, "stages": len(stages)}
+    return tokens, certificate, {"solver": "dual", "tolerance": tolerance, "stages": len(solve.stages)}
 
 
 def _check_base(base: Any, algorithm: str) -> None:
@@ -160,7 +151,7 @@ def _check_base(base: Any, algorithm: str) -> None:
     if not isinstance(base, Tokenizer):
         raise ConfigError(
             "this base keeps its file's own pipeline (normaliser, pre-tokeniser steps or decoder that polytok's "
-            "native tokeniser cannot hold), which BPE continuation cannot extend: give a tiktoken ranks file, a "
+            "native tokeniser cannot hold), which polytok cannot extend yet: give a tiktoken ranks file, a "
             "polytok file, or a byte-level BPE tokenizer.json whose pre-tokeniser is one regex"
         )
     if algorithm == "convex":  # (merges and shortest_path tokenisers have all 256 bytes: their constructors check)
