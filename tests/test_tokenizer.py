@@ -331,6 +331,10 @@ def test_empty_entries_are_unused_ids_within_limits():
     with pytest.raises(ConfigError, match="ordinary token's id|whose vocabulary entry is empty"):
         Tokenizer(byte_tokens + [b"ab"], segmenter="merges", pattern=None, special_tokens={"<s>": 256})
     with pytest.raises(ConfigError, match="token 256 is empty"):
-        Tokenizer(byte_tokens + [b""], segmenter="viterbi", pattern=None, scores=[0.0] * 257)
+        Tokenizer(byte_tokens + [b""], segmenter="longest_match", pattern=None)
+    # a Unigram's unused id: never in a lattice, whatever its score
+    unigram = Tokenizer(byte_tokens + [b"", b"ab"], segmenter="viterbi", pattern=None, scores=[-5.0] * 256 + [0.0, -1.0],
+                        special_tokens={"<s>": 256})
+    assert unigram.encode("abab<s>", allowed_special="all") == [257, 257, 256]
     with pytest.raises(ConfigError, match="1025 vocabulary entries are empty"):
         Tokenizer(byte_tokens + [b""] * 1025, segmenter="shortest_path", pattern=None)

@@ -75,7 +75,7 @@ SEGMENTERS: dict[str, Callable[[Tokenizer, SpecialPairs], Any]] = {
 
 # The segmenters whose vocabulary may have empty entries: ids no ordinary token has (a gap, or a
 # special token's id), which extending a vocabulary past its special ids leaves (trainers/extend.py).
-SEGMENTERS_WITH_UNUSED_IDS = frozenset({"merges", "shortest_path"})
+SEGMENTERS_WITH_UNUSED_IDS = frozenset({"merges", "shortest_path", "viterbi"})
 
 
 def merge_triples(vocab: list[bytes], merges: list[tuple[int, int]]) -> list[tuple[int, int, int]]:

@@ -30,8 +30,8 @@ __all__ = ["BaseTokenizer", "SpecialSet", "Tokenizer"]
 
 class Tokenizer(BaseTokenizer):
     """A byte-level tokeniser: `vocab[i]` is the bytes of ordinary id i; special ids come after.
-    An empty entry (merges and shortest_path only) is an id no ordinary token has: a gap, or a
-    special token's id among the ordinary ones, as an extended tiktoken vocabulary has them.
+    An empty entry (merges, viterbi and shortest_path only) is an id no ordinary token has: a
+    gap, or a special token's id among the ordinary ones, as an extended vocabulary has them.
 
     `segmenter` says how a pre-token is cut ("merges", "longest_match", "viterbi",
     "shortest_path"); `merges` (pairs of ids, in order), `scores` and `continuation_marker` are

@@ -52,6 +52,24 @@ impl PySentencePieceNormalizer {
         )?;
         Ok(PySentencePieceNormalizer { inner })
     }
+
+    /// Each text (str or bytes, UTF-8) as the model's normaliser rewrites it, in parallel on
+    /// `num_threads` threads: what SentencePiece's trainer segments.
+    #[pyo3(signature = (texts, num_threads=None))]
+    fn normalize<'py>(
+        &self,
+        py: Python<'py>,
+        texts: Vec<Bound<'py, PyAny>>,
+        num_threads: Option<usize>,
+    ) -> PyResult<Vec<Bound<'py, PyBytes>>> {
+        let texts = texts.iter().map(text_bytes).collect::<PyResult<Vec<_>>>()?;
+        let normalized: Vec<Vec<u8>> = py.detach(|| {
+            with_threads(num_threads, || {
+                texts.par_iter().map(|text| self.inner.normalize_bytes(text)).collect()
+            })
+        })?;
+        Ok(normalized.iter().map(|text| PyBytes::new(py, text)).collect())
+    }
 }
 
 /// HF's added tokens of a loaded file, found in texts as `tokenizers` finds them.

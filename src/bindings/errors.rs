@@ -336,6 +336,12 @@ impl fmt::Display for UnigramError {
             UnigramError::ScoreCount { pieces, scores } => {
                 write!(f, "{pieces} pieces but {scores} scores")
             }
+            UnigramError::BasePiece(index) => {
+                write!(f, "base piece {index} is empty or repeats an earlier piece")
+            }
+            UnigramError::BaseScore(index) => {
+                write!(f, "base piece {index} has no finite score")
+            }
         }
     }
 }

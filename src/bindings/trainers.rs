@@ -188,9 +188,10 @@ fn train_wordpiece<'py>(
 }
 
 /// Unigram: see `python/polytok/trainers/unigram.py`. Returns the pieces (bytes first), their
-/// scores, and per EM round (pieces alive after it, log-likelihood before it).
+/// scores, and per EM round (pieces alive after it, log-likelihood before it). With `base`
+/// (pieces, bytes first, and their scores) it extends that vocabulary (`unigram::extend`).
 #[pyfunction]
-#[pyo3(signature = (data, offsets, counts, budget, seed_size, max_piece_bytes, shrinking_factor, sub_iterations, num_threads, progress))]
+#[pyo3(signature = (data, offsets, counts, budget, seed_size, max_piece_bytes, shrinking_factor, sub_iterations, num_threads, progress, base=None))]
 #[allow(clippy::too_many_arguments, clippy::type_complexity)]
 fn train_unigram<'py>(
     py: Python<'py>,
@@ -204,6 +205,7 @@ fn train_unigram<'py>(
     sub_iterations: usize,
     num_threads: Option<usize>,
     progress: Option<Py<PyAny>>,
+    base: Option<(Vec<Vec<u8>>, Vec<f64>)>,
 ) -> PyResult<(Vec<Bound<'py, PyBytes>>, Vec<f64>, Vec<(usize, f64)>)> {
     let counts = counts_view(data, &offsets, &counts)?;
     let options = unigram::UnigramOptions {
@@ -214,8 +216,11 @@ fn train_unigram<'py>(
     };
     let mut report = reporter(&progress);
     let training = py.detach(|| {
-        with_threads(num_threads, || {
-            unigram::train(&counts, budget, &options, &mut report)
+        with_threads(num_threads, || match base {
+            None => unigram::train(&counts, budget, &options, &mut report),
+            Some((pieces, scores)) => {
+                unigram::extend(&counts, pieces, scores, budget, &options, &mut report)
+            }
         })
     })??;
     Ok((

@@ -137,8 +137,9 @@ pub struct Viterbi {
 }
 
 impl Viterbi {
-    /// `vocab[i]` has log-probability `scores[i]` (finite). All 256 single bytes must be in the
-    /// vocabulary so that every input has a segmentation. A duplicated spelling keeps its first id.
+    /// `vocab[i]` has log-probability `scores[i]` (finite); an empty `vocab[i]` is an unused id.
+    /// All 256 single bytes must be in the vocabulary so that every input has a segmentation. A
+    /// duplicated spelling keeps its first id.
     pub fn new(vocab: &[Vec<u8>], scores: &[f64]) -> Result<Self, VocabularyError> {
         if vocab.len() != scores.len() {
             return Err(VocabularyError::ScoreCount {
@@ -150,7 +151,7 @@ impl Viterbi {
         let root = trie.add_root();
         for (id, (token, &score)) in vocab.iter().zip(scores).enumerate() {
             if token.is_empty() {
-                return Err(VocabularyError::EmptyToken { id });
+                continue; // an id no token has; its score is never read
             }
             if !score.is_finite() {
                 return Err(VocabularyError::NonFiniteScore { id, score });

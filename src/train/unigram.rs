@@ -45,6 +45,10 @@ pub enum UnigramError {
     BytesFirst,
     /// The numbers of pieces and of scores differ.
     ScoreCount { pieces: usize, scores: usize },
+    /// An extension's base piece `i` is empty or repeats an earlier one.
+    BasePiece(usize),
+    /// An extension's base piece `i` has no finite score.
+    BaseScore(usize),
 }
 
 pub struct UnigramOptions {
@@ -246,6 +250,10 @@ struct Model<'c> {
     /// Each pre-token's lattice over the alive pieces, in chunks of PRE_TOKENS_PER_CHUNK
     /// pre-tokens, built once and filtered as pieces go, so EM scans flat arrays.
     lattices: Vec<LatticeChunk>,
+    /// Pieces 0..kept are never pruned: the 256 bytes, and an extended base's pieces.
+    kept: usize,
+    /// Whether the kept pieces' scores are fixed (an extension's base) or estimated by EM.
+    frozen: bool,
 }
 
 /// Pre-tokens per lattice chunk: the unit of parallel work, fixed so that sums are added in the
@@ -264,6 +272,8 @@ impl<'c> Model<'c> {
         counts: &'c [u64],
         pieces: Vec<Vec<u8>>,
         scores: Vec<f64>,
+        kept: usize,
+        frozen: bool,
     ) -> Self {
         let mut trie = ByteTrie::new();
         let root = trie.add_root();
@@ -282,6 +292,8 @@ impl<'c> Model<'c> {
             trie,
             root,
             lattices: Vec::new(),
+            kept,
+            frozen,
         };
         model.score_unused_bytes();
         model.build_lattices();
@@ -447,8 +459,11 @@ impl<'c> Model<'c> {
             if !self.alive[i] {
                 continue;
             }
-            if expected[i] < EXPECTED_COUNT_THRESHOLD {
-                if i >= 256 {
+            if self.frozen && i < self.kept {
+                // a base piece keeps its score, and its uses count in the total
+                total += expected[i];
+            } else if expected[i] < EXPECTED_COUNT_THRESHOLD {
+                if i >= self.kept {
                     self.alive[i] = false;
                 }
                 self.scores[i] = f64::NEG_INFINITY;
@@ -469,7 +484,7 @@ impl<'c> Model<'c> {
     /// Keeps the `target` pieces (bytes included) whose removal would cost the most likelihood.
     fn prune(&mut self, desired: usize, shrinking_factor: f64) {
         let live = self.live_scores();
-        let candidates: Vec<u32> = (256..self.pieces.len() as u32)
+        let candidates: Vec<u32> = (self.kept as u32..self.pieces.len() as u32)
             .filter(|&i| self.alive[i as usize])
             .collect();
         // What replaces each piece if it goes: its best segmentation without itself. A piece that
@@ -518,7 +533,7 @@ impl<'c> Model<'c> {
         let total: f64 = frequency.iter().sum();
         let log_total = total.ln();
         let mut losses: Vec<(f64, u32)> = Vec::new();
-        let mut kept = 256;
+        let mut kept = self.kept;
         for (&id, replacement) in candidates.iter().zip(&replacements) {
             let f = frequency[id as usize];
             let alternative = match replacement {
@@ -540,10 +555,10 @@ impl<'c> Model<'c> {
             losses.push((f / total * (log_probability - log_probability_after), id));
         }
         losses.sort_by(|a, b| b.0.total_cmp(&a.0).then(a.1.cmp(&b.1)));
-        let current = 256 + candidates.len();
+        let current = self.kept + candidates.len();
         let target = desired.max((shrinking_factor * current as f64) as usize);
         // Irreplaceable pieces sort first (infinite loss) and are kept even beyond the target.
-        let keep = target.saturating_sub(256).max(kept - 256);
+        let keep = target.saturating_sub(self.kept).max(kept - self.kept);
         for &id in &candidates {
             self.alive[id as usize] = false;
         }
@@ -564,17 +579,99 @@ pub fn train(
     options: &UnigramOptions,
     report: &mut dyn FnMut(usize),
 ) -> Result<UnigramTraining, UnigramError> {
-    let shrinking_factor = options.shrinking_factor;
-    if !(shrinking_factor > 0.0 && shrinking_factor < 1.0) {
-        return Err(UnigramError::ShrinkingFactor(shrinking_factor));
-    }
+    check_shrinking_factor(options.shrinking_factor)?;
     let pre_tokens = counts.pre_tokens();
     let counts = counts.counts();
     let (pieces, weights) = seed_pieces(&pre_tokens, counts, options);
     let total: f64 = weights.iter().sum();
     let scores = weights.iter().map(|&w| (w / total).ln()).collect();
-    let mut model = Model::new(&pre_tokens, counts, pieces, scores);
+    let model = Model::new(&pre_tokens, counts, pieces, scores, 256, false);
     let desired = ((256 + budget) as f64 * 1.1) as usize;
+    Ok(fit(model, budget, desired, options, report))
+}
+
+/// Extends a Unigram vocabulary (`base`: the 256 bytes in byte order, then its other pieces,
+/// all distinct, with finite `base_scores`) by at most `budget` new pieces. The base's pieces
+/// keep their scores and take part in every lattice; EM estimates the new candidates (seeded
+/// from the corpus as `train` seeds, less the base's pieces) and pruning removes only them.
+/// Returns the base followed by the new pieces, best first, with their scores.
+pub fn extend(
+    counts: &PreTokenCounts,
+    base: Vec<Vec<u8>>,
+    base_scores: Vec<f64>,
+    budget: usize,
+    options: &UnigramOptions,
+    report: &mut dyn FnMut(usize),
+) -> Result<UnigramTraining, UnigramError> {
+    check_shrinking_factor(options.shrinking_factor)?;
+    check_bytes_first(&base, &base_scores)?;
+    let mut seen: FxHashSet<&[u8]> = FxHashSet::default();
+    for (index, piece) in base.iter().enumerate() {
+        if piece.is_empty() || !seen.insert(piece) {
+            return Err(UnigramError::BasePiece(index));
+        }
+        if !base_scores[index].is_finite() {
+            return Err(UnigramError::BaseScore(index));
+        }
+    }
+    let pre_tokens = counts.pre_tokens();
+    let counts = counts.counts();
+    let (seeds, weights) = seed_pieces(&pre_tokens, counts, options);
+    let new: Vec<(Vec<u8>, f64)> = seeds
+        .into_iter()
+        .zip(weights)
+        .skip(256)
+        .filter(|(piece, _)| !seen.contains(&piece[..]))
+        .collect();
+    let total: f64 = new.iter().map(|(_, weight)| weight).sum();
+    let kept = base.len();
+    let mut pieces = base;
+    let mut scores = base_scores;
+    for (piece, weight) in new {
+        pieces.push(piece);
+        scores.push((weight / total).ln());
+    }
+    let model = Model::new(&pre_tokens, counts, pieces, scores, kept, true);
+    let desired = kept + (budget as f64 * 1.1) as usize;
+    Ok(fit(model, budget, desired, options, report))
+}
+
+fn check_shrinking_factor(shrinking_factor: f64) -> Result<(), UnigramError> {
+    if shrinking_factor > 0.0 && shrinking_factor < 1.0 {
+        Ok(())
+    } else {
+        Err(UnigramError::ShrinkingFactor(shrinking_factor))
+    }
+}
+
+fn check_bytes_first(pieces: &[Vec<u8>], scores: &[f64]) -> Result<(), UnigramError> {
+    if pieces.len() < 256
+        || pieces
+            .iter()
+            .take(256)
+            .enumerate()
+            .any(|(b, p)| p[..] != [b as u8])
+    {
+        return Err(UnigramError::BytesFirst);
+    }
+    if pieces.len() != scores.len() {
+        return Err(UnigramError::ScoreCount {
+            pieces: pieces.len(),
+            scores: scores.len(),
+        });
+    }
+    Ok(())
+}
+
+/// EM rounds and pruning until at most `desired` pieces are alive; then the kept pieces and the
+/// `budget` best of the others, by score (ties: the smaller bytes).
+fn fit(
+    mut model: Model<'_>,
+    budget: usize,
+    desired: usize,
+    options: &UnigramOptions,
+    report: &mut dyn FnMut(usize),
+) -> UnigramTraining {
     let mut history = Vec::new();
     loop {
         for _ in 0..options.sub_iterations.max(1) {
@@ -592,7 +689,7 @@ pub fn train(
         }
         model.prune(desired, options.shrinking_factor);
     }
-    let mut chosen: Vec<usize> = (256..model.pieces.len())
+    let mut chosen: Vec<usize> = (model.kept..model.pieces.len())
         .filter(|&i| model.alive[i])
         .collect();
     chosen.sort_by(|&a, &b| {
@@ -601,12 +698,12 @@ pub fn train(
             .then_with(|| model.pieces[a].cmp(&model.pieces[b]))
     });
     chosen.truncate(budget);
-    let ids: Vec<usize> = (0..256).chain(chosen).collect();
-    Ok(UnigramTraining {
+    let ids: Vec<usize> = (0..model.kept).chain(chosen).collect();
+    UnigramTraining {
         vocab: ids.iter().map(|&i| model.pieces[i].clone()).collect(),
         scores: ids.iter().map(|&i| model.scores[i]).collect(),
         history,
-    })
+    }
 }
 
 /// Runs `iterations` EM rounds from the given pieces (the 256 bytes first) and scores without
@@ -619,23 +716,9 @@ pub fn em(
     iterations: usize,
     bayesian: bool,
 ) -> Result<(Vec<f64>, Vec<f64>), UnigramError> {
-    if pieces.len() < 256
-        || pieces
-            .iter()
-            .take(256)
-            .enumerate()
-            .any(|(b, p)| p[..] != [b as u8])
-    {
-        return Err(UnigramError::BytesFirst);
-    }
-    if pieces.len() != scores.len() {
-        return Err(UnigramError::ScoreCount {
-            pieces: pieces.len(),
-            scores: scores.len(),
-        });
-    }
+    check_bytes_first(&pieces, &scores)?;
     let pre_tokens = counts.pre_tokens();
-    let mut model = Model::new(&pre_tokens, counts.counts(), pieces, scores);
+    let mut model = Model::new(&pre_tokens, counts.counts(), pieces, scores, 256, false);
     let mut log_likelihoods = Vec::new();
     for _ in 0..iterations {
         let (expected, log_likelihood) = model.e_step();
@@ -812,7 +895,7 @@ mod tests {
             }
             let (slices, counts): (Vec<&[u8]>, Vec<u64>) =
                 pre_tokens.iter().map(|(w, c)| (&w[..], *c)).unzip();
-            let model = Model::new(&slices, &counts, pieces.clone(), scores.clone());
+            let model = Model::new(&slices, &counts, pieces.clone(), scores.clone(), 256, false);
             let (expected, log_likelihood) = model.e_step();
             let mut want = vec![0.0; pieces.len()];
             let mut want_likelihood = 0.0;
@@ -898,5 +981,62 @@ mod tests {
             // The bytes, then the `budget` best of the pieces alive at the end.
             assert_eq!(vocab.len(), 256 + budget.min(last - 256));
         }
+    }
+
+    #[test]
+    fn extension_keeps_the_base_and_adds_only_corpus_pieces() {
+        let mut rng = SplitMix64::new(29);
+        for round in 0..60 {
+            let base_alphabet = ALPHABETS[round % ALPHABETS.len()];
+            let alphabet = ALPHABETS[(round + 1) % ALPHABETS.len()];
+            let size = 1 + rng.below(10);
+            let base_corpus = random_pre_tokens(&mut rng, base_alphabet, size, 8, 1..5);
+            let (data, offsets, counts) = flat(&base_corpus);
+            let counted = PreTokenCounts::new(&data, &offsets, &counts).unwrap();
+            let options = options(&mut rng);
+            let base = train(&counted, rng.below(15), &options, &mut |_| {}).unwrap();
+            let size = 1 + rng.below(12);
+            let pre_tokens = random_pre_tokens(&mut rng, alphabet, size, 8, 1..5);
+            let (data, offsets, counts) = flat(&pre_tokens);
+            let counted = PreTokenCounts::new(&data, &offsets, &counts).unwrap();
+            let budget = rng.below(20);
+            let (vocab, scores) = (base.vocab.clone(), base.scores.clone());
+            let extended = extend(&counted, vocab, scores, budget, &options, &mut |_| {}).unwrap();
+            let kept = base.vocab.len();
+            assert_eq!(extended.vocab[..kept], base.vocab[..]);
+            assert_eq!(extended.scores[..kept], base.scores[..]);
+            assert!(extended.vocab.len() <= kept + budget);
+            assert_eq!(extended.vocab.iter().collect::<BTreeSet<_>>().len(), extended.vocab.len());
+            assert!(extended.scores[kept..].windows(2).all(|pair| pair[0] >= pair[1]));
+            for piece in &extended.vocab[kept..] {
+                let holds = |(w, _): &(Vec<u8>, _)| w.windows(piece.len()).any(|s| s == &piece[..]);
+                assert!(pre_tokens.iter().any(holds), "{piece:?} is in no pre-token");
+            }
+            let alive = extended.history.last().unwrap().pieces;
+            assert!(alive <= kept + (budget as f64 * 1.1) as usize || alive == kept);
+            assert_eq!(extended.vocab.len(), kept + budget.min(alive - kept));
+        }
+    }
+
+    #[test]
+    fn extension_refuses_a_bad_base() {
+        let counted = PreTokenCounts::new(b"ab", &[0, 2], &[1]).unwrap();
+        let bytes: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+        let options = UnigramOptions {
+            seed_size: 10,
+            max_piece_bytes: 4,
+            shrinking_factor: 0.75,
+            sub_iterations: 1,
+        };
+        let extend_with = |pieces: Vec<Vec<u8>>, scores: Vec<f64>| {
+            extend(&counted, pieces, scores, 2, &options, &mut |_| {}).err()
+        };
+        let repeated = [bytes.clone(), vec![b"ab".to_vec(), b"ab".to_vec()]].concat();
+        assert_eq!(extend_with(repeated, vec![-1.0; 258]), Some(UnigramError::BasePiece(257)));
+        let mut scores = vec![-1.0; 256];
+        scores[7] = f64::NAN;
+        assert_eq!(extend_with(bytes.clone(), scores), Some(UnigramError::BaseScore(7)));
+        let no_zero = bytes[1..].to_vec();
+        assert_eq!(extend_with(no_zero, vec![-1.0; 255]), Some(UnigramError::BytesFirst));
     }
 }

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import polytok
 from polytok import checks
+from polytok import formats as polytok_formats
 from polytok.cli.options import (
     Command,
     add_corpus_options,
@@ -19,6 +20,7 @@ from polytok.cli.options import (
 )
 from polytok.corpus import default_corpus
 from polytok.errors import ConfigError
+from polytok.formats.loaded import LoadedTokenizer
 
 EXAMPLES = """examples:
   polytok train -o tok.json                         # BPE, 32768 tokens, bundled corpus
@@ -51,24 +53,14 @@ def add_train_arguments(parser: argparse.ArgumentParser) -> None:
     add_corpus_options(parser)
 
 
-def add_format_option(parser: argparse.ArgumentParser) -> None:
+def add_format_option(parser: argparse.ArgumentParser, default: str | None = "polytok", note: str = "") -> None:
     """--format: which file format -o is written in."""
     parser.add_argument(
         "--format",
-        choices=["polytok", "tiktoken", "huggingface"],
-        default="polytok",
-        help="file format to write",
+        choices=["polytok", "tiktoken", "huggingface", "sentencepiece"],
+        default=default,
+        help="file format to write" + note,
     )
-
-
-def save(tokenizer: polytok.Tokenizer, output: str, file_format: str) -> None:
-    """Writes `tokenizer` to `output` in the --format asked for."""
-    if file_format == "tiktoken":
-        tokenizer.save_tiktoken(output)
-    elif file_format == "huggingface":
-        tokenizer.save_huggingface(output)
-    else:
-        tokenizer.save(output)
 
 
 def vocab_sizes(value: str) -> int | list[int]:
@@ -113,7 +105,7 @@ def run_train(args: argparse.Namespace) -> None:
     )
     for tokenizer in trained if several else [trained]:
         output = args.output.replace("{vocab_size}", str(tokenizer.vocab_size))
-        save(tokenizer, output, args.format)
+        polytok_formats.save(tokenizer, output, args.format)
         if not args.quiet:
             print(f"{args.algorithm} tokeniser, {tokenizer.vocab_size:,} tokens -> {output}", file=sys.stderr)
 
@@ -131,12 +123,15 @@ def add_extend_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--counts", help="a counts file from `polytok count`, made with the base's pattern")
     parser.add_argument("-k", "--new-tokens", type=int, required=True, help="how many tokens to learn")
     parser.add_argument("-a", "--algorithm", default="bpe",
-                        help="bpe (continue the base's merges) or convex (ConvexTok with the base's tokens fixed)")
+                        help="bpe (continue the base's merges), convex (ConvexTok with the base's tokens fixed) or "
+                             "unigram (EM with the base's pieces fixed: a polytok or SentencePiece Unigram base)")
     parser.add_argument("--rounding", default="det", help="convex: det, bias or int")
+    parser.add_argument("--add-missing-bytes", action="store_true",
+                        help="unigram: give a SentencePiece base without byte fallback the 256 byte pieces first")
     parser.add_argument("-o", "--output", required=True, help="tokeniser file to write")
     parser.add_argument("--min-frequency", type=int, default=1, help="stop when no pair is this frequent")
     parser.add_argument("--threads", type=int, default=None, help="worker threads (default: all cores)")
-    add_format_option(parser)
+    add_format_option(parser, None, " (default: sentencepiece for a SentencePiece base's Unigram extension, else polytok)")
     add_corpus_options(parser)
 
 
@@ -144,7 +139,7 @@ def run_extend(args: argparse.Namespace) -> None:
     """Load the base, count the corpus (or load the counts) with its pattern, extend and save."""
     if bool(args.counts) == bool(args.corpus):
         raise ConfigError("give either corpus files or --counts (one of them, not both)")
-    if args.algorithm == "convex" and args.format != "polytok":
+    if args.algorithm == "convex" and args.format not in (None, "polytok"):
         # said before the solve, not after it: neither format has a shortest-path segmenter
         raise ConfigError(f"a ConvexTok extension cuts by shortest path, which --format {args.format} cannot hold; "
                           "write it as polytok JSON (--format polytok)")
@@ -154,12 +149,13 @@ def run_extend(args: argparse.Namespace) -> None:
     else:
         source, options = list(args.corpus), reader_options(args)
     extended = polytok.extend(base, source, args.new_tokens, args.algorithm, min_frequency=args.min_frequency,
-                              rounding=args.rounding, num_threads=args.threads, progress=not args.quiet, **options)
-    save(extended, args.output, args.format)
+                              rounding=args.rounding, add_missing_bytes=args.add_missing_bytes,
+                              num_threads=args.threads, progress=not args.quiet, **options)
+    file_format = args.format or ("sentencepiece" if isinstance(extended, LoadedTokenizer) else "polytok")
+    polytok_formats.save(extended, args.output, file_format)
     if not args.quiet:
-        learned = extended.training["extended"]["new_tokens"]
-        print(f"{args.tokenizer} + {learned:,} tokens (ids from {extended.training['extended']['first_new_id']:,}) "
-              f"-> {args.output}", file=sys.stderr)
+        print(f"{args.tokenizer} + {extended.n_vocab - base.n_vocab:,} ids (from {base.n_vocab:,}) -> {args.output}",
+              file=sys.stderr)
 
 
 COMMANDS = {

@@ -16,6 +16,9 @@ token applies:
 A pair whose bytes already are a token is never merged (under a merge list, the base can leave
 such a pair apart); it would give two ids the same bytes.
 
+"unigram" runs EM over the base's pieces, their scores fixed, and new candidates (a polytok
+Unigram or a SentencePiece Unigram model: trainers/extend_unigram.py).
+
 The ConvexTok extension solves the relaxation with the base's tokens fixed (free, outside the
 budget; see `certify(..., base=)`), rounds the other colours to K tokens and cuts by shortest
 path over the base's tokens and the new ones; its certificate bounds every K-token extension.
@@ -41,9 +44,11 @@ from polytok.lp.relax import check_relax_options
 from polytok.lp.rounding import INTEGRAL_TOLERANCE, best_colours, check_rounding
 from polytok.pretokenize import resolve_pattern
 from polytok.tokenizer import Tokenizer
+from polytok.trainers import unigram
 from polytok.trainers.bpe import run_merge_loop
+from polytok.trainers.extend_unigram import extend_native_unigram, extend_sentencepiece, is_sentencepiece_unigram
 
-ALGORITHMS = ("bpe", "convex")
+ALGORITHMS = ("bpe", "convex", "unigram")
 
 
 def extend(
@@ -56,12 +61,17 @@ def extend(
     rounding: str = "det",
     tolerance: float = 1e-4,
     time_limit: float | None = None,
+    seed_size: int = 1_000_000,
+    max_piece_bytes: int = 16,
+    shrinking_factor: float = 0.75,
+    sub_iterations: int = 2,
+    add_missing_bytes: bool = False,
     num_threads: int | None = None,
     progress: bool = True,
     text_field: str | None = None,
     text_column: str | None = None,
     errors: str | None = None,
-) -> Tokenizer:
+) -> BaseTokenizer:
     """`base` (a tokeniser, or a file `polytok.load` reads) with at most `new_tokens` tokens learned
     on a corpus (anything `polytok.count` reads, counted with the base's pattern and special
     tokens; `text_field`, `text_column` and `errors` say how to read it) or on PreTokenCounts made
@@ -71,7 +81,10 @@ def extend(
     "convex" solves ConvexTok's relaxation with the base's tokens fixed and K = `new_tokens`
     (the dual solver, to `tolerance`, within `time_limit` seconds), rounds it (`rounding`: det,
     bias or int) and segments by shortest path; the result carries the certified bound for
-    every K-token extension of the base on this corpus."""
+    every K-token extension of the base on this corpus.
+    "unigram" extends a Unigram base by EM (Unigram training's `seed_size`, `max_piece_bytes`,
+    `shrinking_factor`, `sub_iterations`); a SentencePiece base gives a SentencePiece-backed
+    tokeniser, and `add_missing_bytes` adds byte pieces to one without byte fallback."""
     if algorithm not in ALGORITHMS:
         raise ConfigError(f"unknown extension algorithm {algorithm!r}; known: {', '.join(ALGORITHMS)}")
     new_tokens = checks.integer("new_tokens", new_tokens)
@@ -82,11 +95,19 @@ def extend(
         if rounding == "price":
             raise ConfigError('an extension rounds the relaxation\'s colour values: rounding="price" is not one of them')
         check_relax_options(solver="dual", min_frequency=1, time_limit=time_limit, tolerance=tolerance)
+    unigram_options = {"seed_size": seed_size, "max_piece_bytes": max_piece_bytes,
+                       "shrinking_factor": shrinking_factor, "sub_iterations": sub_iterations}
+    if algorithm == "unigram":
+        unigram.check_options(**unigram_options)
     if isinstance(base, (str, Path)):
         base = load(base)
-    _check_base(base, algorithm)
     corpus_options = {name: value for name, value in
                       {"text_field": text_field, "text_column": text_column, "errors": errors}.items() if value is not None}
+    if algorithm == "unigram" and is_sentencepiece_unigram(base):
+        return extend_sentencepiece(base, corpus_or_counts, new_tokens, unigram_options,
+                                    add_missing_bytes=add_missing_bytes, num_threads=num_threads,
+                                    progress=progress, corpus_options=corpus_options)
+    _check_base(base, algorithm)
     counts = _counts(base, corpus_or_counts, num_threads, progress, corpus_options)
     first_id = base.n_vocab
     vocab = list(base.vocab) + [b""] * (first_id - len(base.vocab))
@@ -94,6 +115,8 @@ def extend(
                               "new_tokens_asked": new_tokens}
     totals = {"unique_pre_tokens": len(counts), "pre_tokens": int(counts.counts.sum(dtype="uint64")),
               "base_training": base.training}
+    if algorithm == "unigram":
+        return extend_native_unigram(base, counts, new_tokens, unigram_options, totals, progress)
     if algorithm == "convex":
         chosen, certificate, solve = _convex_tokens(base, counts, new_tokens, rounding, tolerance, time_limit, progress)
         record.update(new_tokens=len(chosen), rounding=rounding)
@@ -148,6 +171,11 @@ def _check_base(base: Any, algorithm: str) -> None:
     """Refuses a base that `algorithm` cannot extend, saying what would do."""
     if not isinstance(base, BaseTokenizer):
         raise ConfigError(f"base must be a polytok tokeniser or a tokeniser file, got {type(base).__name__}")
+    if algorithm == "unigram":
+        if not isinstance(base, Tokenizer) or base.segmenter != "viterbi":
+            raise ConfigError(f"a Unigram extension needs a Unigram base (a polytok Unigram or a SentencePiece "
+                              f"Unigram model); this base is {base.algorithm or 'not one'} (segmenter {base.segmenter!r})")
+        return
     if not isinstance(base, Tokenizer):
         raise ConfigError(
             "this base keeps its file's own pipeline (normaliser, pre-tokeniser steps or decoder that polytok's "

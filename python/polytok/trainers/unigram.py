@@ -48,22 +48,25 @@ def learn_unigram(
     sub_iterations: int = 2,
     num_threads: int | None = None,
     progress: bool = False,
+    base: tuple[list[bytes], list[float]] | None = None,
 ) -> tuple[list[bytes], list[float], list[tuple[int, float]]]:
     """The pieces (bytes first) with their log-probability scores, and per EM round the number
-    of pieces alive after it and the corpus log-likelihood before it."""
+    of pieces alive after it and the corpus log-likelihood before it. With `base` (pieces, the
+    256 bytes first, and their scores) the result is those pieces, unchanged, and at most
+    `budget` new ones (trainers/extend_unigram.py)."""
     check_options(seed_size=seed_size, max_piece_bytes=max_piece_bytes, shrinking_factor=shrinking_factor,
                   sub_iterations=sub_iterations, num_threads=num_threads)
     # The number of EM rounds is not known in advance: the bar counts rounds and shows how many
     # pieces are still alive on the way down to the target.
     with progress_bar(progress, desc="Unigram EM", unit="round", leave=False) as bar:
         def report(alive: int) -> None:
-            bar.set_postfix(pieces=alive, target=256 + budget, refresh=False)
+            bar.set_postfix(pieces=alive, target=(256 if base is None else len(base[0])) + budget, refresh=False)
             bar.update()
 
         vocab, scores, history = _core.train_unigram(
             counts.data, counts.offsets, counts.counts, budget,
             seed_size=seed_size, max_piece_bytes=max_piece_bytes, shrinking_factor=shrinking_factor,
-            sub_iterations=sub_iterations, num_threads=num_threads, progress=report,
+            sub_iterations=sub_iterations, num_threads=num_threads, progress=report, base=base,
         )
     return list(vocab), list(scores), [tuple(r) for r in history]
 

@@ -103,6 +103,9 @@ def test_tokenisers_sentencepiece_cannot_hold_are_refused(tmp_path):
                        scores=[-1.0] * 257)
     with pytest.raises(ConfigError, match="occurs in tokens but is no token itself"):
         check_sentencepiece_exportable(orphan)
+    # a model read from a .model file is written back as it was read
     loaded = polytok.load(DATA / "readers" / "sp-unigram.model")
+    loaded.save_sentencepiece(tmp_path / "again.model")
+    assert (tmp_path / "again.model").read_bytes() == (DATA / "readers" / "sp-unigram.model").read_bytes()
     with pytest.raises(ConfigError, match="keep the original file"):
-        loaded.save_sentencepiece(tmp_path / "again.model")
+        check_sentencepiece_exportable(loaded)

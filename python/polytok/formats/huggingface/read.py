@@ -153,10 +153,15 @@ def tokenizer_from_huggingface(record: Any, source: str) -> Tokenizer | LoadedTo
         vocab=_vocab(token_texts, byte_tokens, byte_level, model_size, gaps, fail),
         decode_texts=_decode_texts(token_texts, added, normalizer), byte_tokens=byte_tokens, lossy=lossy,
     )
-    if model_type in ("WordPiece", "Unigram") and normalizer is None and _plain_specials(added, model_size, gaps):
+    # A Unigram piece spelled as the special token of its id only holds the special's place (HF
+    # cuts special tokens out before the model runs): natively, an unused id.
+    held = frozenset(token["id"] for token in added if model_type == "Unigram" and token.get("special")
+                     and token["id"] < model_size and texts.get(token["id"]) == token["content"])
+    if model_type in ("WordPiece", "Unigram") and normalizer is None and _plain_specials(added, model_size, gaps | held):
         # what polytok writes for its WordPiece and Unigram reads back as the native tokeniser
         model_scores = [float(entry[1]) for entry in model["vocab"]] if model_type == "Unigram" else None
-        native = _native_subword(record, token_texts[:model_size], model_scores, {token["content"]: token["id"] for token in added})
+        native_texts = ["" if token_id in held else text for token_id, text in enumerate(token_texts[:model_size])]
+        native = _native_subword(record, native_texts, model_scores, {token["content"]: token["id"] for token in added})
         if native is not None:
             return native
     if model_type == "BPE":

@@ -213,12 +213,17 @@ def _unigram_model(tokenizer: Tokenizer) -> dict[str, Any]:
     scores = tokenizer.scores
     if scores is None or len(scores) != len(tokenizer.vocab):
         raise ConfigError("a Unigram tokeniser needs one score per token to be written as tokenizer.json")
-    return {
-        "type": "Unigram",
-        "unk_id": None,
-        "byte_fallback": False,
-        "vocab": [[to_byte_level(token), float(score)] for token, score in zip(tokenizer.vocab, scores)],
-    }
+    # An empty entry is a special token's id (an extended vocabulary's): HF's Unigram numbers its
+    # pieces by position, so the special's text holds the place; HF cuts special tokens out of the
+    # text before the model runs, so the model never produces it.
+    specials = {token_id: text for text, token_id in tokenizer.special_tokens.items()}
+    vocab = []
+    for token_id, (token, score) in enumerate(zip(tokenizer.vocab, scores)):
+        if not token and token_id not in specials:
+            raise ConfigError(f"id {token_id} is no token (an empty entry) and no special token's; HF's Unigram "
+                              "numbers its pieces without gaps")
+        vocab.append([to_byte_level(token) if token else specials[token_id], float(score)])
+    return {"type": "Unigram", "unk_id": None, "byte_fallback": False, "vocab": vocab}
 
 
 def to_oniguruma(pattern: str) -> str:

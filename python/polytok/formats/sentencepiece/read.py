@@ -47,8 +47,10 @@ def read_model(data: bytes, source: str) -> dict[str, Any]:
             raise FormatError(f"{source}: pieces[{index}].piece {piece[:80]!r} is also pieces[{first_index[piece]}]")
         first_index[piece] = index
         pieces.append((piece, struct.unpack("<f", score_raw)[0], kind))
-    trainer = parse_message(bytes_value(last_value(model, 2, b""), "trainer_spec", source), f"{source} trainer_spec")
-    normalizer = parse_message(bytes_value(last_value(model, 3, b""), "normalizer_spec", source), f"{source} normalizer_spec")
+    # A message field given more than once is the merge of its parts (protobuf's rule), which is
+    # the parse of their concatenation: an extension appends its changes so.
+    trainer = parse_message(_joined(model, 2, "trainer_spec", source), f"{source} trainer_spec")
+    normalizer = parse_message(_joined(model, 3, "normalizer_spec", source), f"{source} normalizer_spec")
     unk_surface = last_value(trainer, 44, None)
 
     def flag(fields: dict[int, list[Any]], number: int, default: int, name: str) -> bool:
@@ -68,13 +70,18 @@ def read_model(data: bytes, source: str) -> dict[str, Any]:
     }
 
 
+def _joined(fields: dict[int, list[Any]], number: int, name: str, source: str) -> bytes:
+    return b"".join(bytes_value(value, name, source) for value in fields.get(number, []))
+
+
 # ---- the pipeline ----------------------------------------------------------------------------
 
 class SentencePiecePipeline(Pipeline):
     """SentencePiece's normaliser and decoder around polytok's segmenter."""
-    def __init__(self, spec: dict[str, Any], source: str, *, lossy: list[str], components: dict[str, Any]):
+    def __init__(self, spec: dict[str, Any], data: bytes, source: str, *, lossy: list[str], components: dict[str, Any]):
         super().__init__(kind="SentencePiece model", added=[], lossy=lossy, components=components)
         self.spec = spec
+        self.data = data  # the serialised ModelProto, which save_sentencepiece writes back
         # read in Python too (checking its header), for the aligned normaliser of `offsets`
         self.charsmap = CharsMap(spec["precompiled_charsmap"], f"{source} normalizer_spec.precompiled_charsmap") \
             if spec["precompiled_charsmap"] else None
@@ -439,6 +446,6 @@ def tokenizer_from_sentencepiece(data: bytes, source: str) -> LoadedTokenizer:
         "escape_whitespaces": spec["escape_whitespaces"],
         "byte_fallback": spec["byte_fallback"],
     }
-    pipeline = SentencePiecePipeline(spec, source, lossy=lossy, components=components)
+    pipeline = SentencePiecePipeline(spec, data, source, lossy=lossy, components=components)
     encoder = build_encoder(segmenter, arguments, source)
     return LoadedTokenizer(vocab, pipeline, encoder, algorithm=algorithm, segmenter=segmenter)

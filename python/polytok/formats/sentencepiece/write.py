@@ -132,8 +132,18 @@ def sentencepiece_model(tokenizer: Any) -> bytes:
     return b"".join(field_bytes(1, piece) for piece in pieces) + field_bytes(2, trainer) + field_bytes(3, normalizer)
 
 
+def appended_pieces(data: bytes, pieces: list[tuple[str, float, int]], *, byte_fallback: bool = False) -> bytes:
+    """The serialised ModelProto `data` with `pieces` (text, score, type) after its own, so they
+    take the next ids (a repeated field's values are read in the order they come), and with
+    trainer_spec.byte_fallback set when `byte_fallback` (a message field given twice is merged)."""
+    tail = b"".join(field_bytes(1, _piece(text, score, kind)) for text, score, kind in pieces)
+    return data + tail + (field_bytes(2, field_int(35, 1)) if byte_fallback else b"")
+
+
 def save_sentencepiece(tokenizer: Any, path: str | Path) -> None:
     """Writes `tokenizer` as a SentencePiece `.model` that encodes to its ids (special-token
     text recognised, as `encode(text, allowed_special="all")`), atomically; ConfigError, and no
-    file, when the format cannot hold it."""
-    write_atomically(path, sentencepiece_model(tokenizer))
+    file, when the format cannot hold it. A tokeniser read from a `.model` (or extended from
+    one) is written back as that model."""
+    data = getattr(getattr(tokenizer, "pipeline", None), "data", None)
+    write_atomically(path, data if isinstance(data, bytes) else sentencepiece_model(tokenizer))
