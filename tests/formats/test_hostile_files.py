@@ -158,6 +158,19 @@ def test_the_gap_limit_is_the_cores_and_a_gap_within_it_loads(tmp_path):
         _core.Encoder.merges(None, [bytes([byte]) for byte in range(256)], None, [(b"<x>", 256 + 1 + 1024)])
 
 
+def test_a_gap_in_a_character_level_bpe_file_is_a_format_error(tmp_path):
+    # found by the fuzzer: the gap was looked up before it was refused
+    record = json.loads((READERS / "hf-bpe-llama.json").read_text(encoding="utf-8"))
+    vocab = record["model"]["vocab"]
+    lost = next(text for text, token_id in vocab.items() if token_id == 48)
+    del vocab[lost]
+    record["model"]["merges"] = [merge for merge in record["model"]["merges"] if lost not in merge]
+    path = tmp_path / "gap.json"
+    path.write_text(json.dumps(record), encoding="utf-8")
+    with pytest.raises(FormatError, match="no token has id 48; ids must run from 0 without gaps"):
+        polytok.load(path)
+
+
 def test_bad_polytok_fields_are_format_errors_naming_the_field(tmp_path):
     record = polytok_record()
     cases = {

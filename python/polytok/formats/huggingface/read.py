@@ -291,15 +291,15 @@ def _bpe(file: _File) -> Tokenizer | LoadedTokenizer:
             raise FormatError(f"{file.source}: {error}") from None
         return file.loaded("merges", dict(pattern=pattern, vocab=file.vocab, merges=pairs), "bpe",
                            pattern=pattern, merges=pairs)
+    if file.gaps:
+        raise fail(f"no token has id {min(file.gaps)}; ids must run from 0 without gaps (only a byte-level BPE "
+                   "file whose pre-tokeniser is one regex may leave ids free)")
     arguments = dict(
         pattern=file.core_pattern, tokens=file.vocab, strings=file.model_strings(), merges=merges,
         byte_tokens=file.byte_tokens, byte_fallback=bool(model.get("byte_fallback")), unk=unk,
         fuse_unk=bool(model.get("fuse_unk")), byte_symbols=file.byte_level,
         ignore_merges=bool(model.get("ignore_merges")), merge_ranks=None,
     )
-    if file.gaps:
-        raise fail(f"no token has id {min(file.gaps)}; ids must run from 0 without gaps, but in a byte-level BPE "
-                   "file whose pre-tokeniser is one regex")
     return file.loaded("char_merges", arguments, "bpe", steps=file.steps, normalizer=file.normalizer)
 
 
