@@ -249,3 +249,5 @@ def test_transformers_gives_the_extensions_ids(extended_pairs):
         assert fast(text)["input_ids"] == extended.encode_ordinary(text), name
     assert fast.convert_ids_to_tokens([401]) == [SPECIALS[1]]
     assert len(fast) == extended.vocab_size  # tokens; the embedding matrix needs n_vocab rows
+    # the embedding rows that are new, noted where save_pretrained keeps them
+    assert fast.init_kwargs["polytok_extended"] == {"base_vocab_size": 402, "new_ids": [402, extended.n_vocab]}

@@ -44,7 +44,8 @@ def to_transformers(
     model_max_length: int | None = None,
 ) -> Any:
     """A PreTrainedTokenizerFast with `tokenizer`'s ids and decoding, bos/eos/pad/unk mapped to
-    its special tokens (found by spelling unless given). ConfigError when transformers is not
+    its special tokens (found by spelling unless given). An extension (`polytok.extend`) notes
+    its new ids in `init_kwargs["polytok_extended"]`. ConfigError when transformers is not
     installed or the tokeniser has no HF tokenizer.json form."""
     try:
         import tokenizers
@@ -64,4 +65,9 @@ def to_transformers(
     options: dict[str, Any] = {role: text for role, text in roles.items() if text is not None}
     if model_max_length is not None:
         options["model_max_length"] = model_max_length
+    extended = (getattr(tokenizer, "training", None) or {}).get("extended")
+    if extended:
+        # which embedding rows are new, in init_kwargs and so in save_pretrained's tokenizer_config.json
+        options["polytok_extended"] = {"base_vocab_size": extended["base_vocab_size"],
+                                       "new_ids": [extended["first_new_id"], tokenizer.n_vocab]}
     return PreTrainedTokenizerFast(tokenizer_object=backend, clean_up_tokenization_spaces=False, **options)
