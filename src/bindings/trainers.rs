@@ -119,7 +119,7 @@ fn train_bpe<'py>(
 /// base joins by tiktoken's rule rather than by a merge list, and new token k gets id
 /// `first_id + k`. Returns what `train_bpe` returns; progress and cancelling work the same way.
 #[pyfunction]
-#[pyo3(signature = (encoder, data, offsets, counts, vocab, by_ranks, num_merges, first_id, *, min_frequency, num_threads, progress, progress_every))]
+#[pyo3(signature = (encoder, data, offsets, counts, vocab, by_ranks, num_merges, first_id, *, min_frequency, num_threads, progress, progress_every, kept_apart=Vec::new()))]
 #[allow(clippy::too_many_arguments, clippy::type_complexity)]
 fn extend_bpe<'py>(
     py: Python<'py>,
@@ -135,6 +135,7 @@ fn extend_bpe<'py>(
     num_threads: Option<usize>,
     progress: Option<Py<PyAny>>,
     progress_every: usize,
+    kept_apart: Vec<u32>,
 ) -> PyResult<(Bound<'py, PyArray2<u32>>, Bound<'py, PyArray1<u64>>)> {
     let counts = counts_view(data, &offsets, &counts)?;
     let pool = thread_pool(num_threads)?;
@@ -156,6 +157,7 @@ fn extend_bpe<'py>(
         tokens: &vocab,
         rule,
         first_id,
+        kept_apart: &kept_apart,
     };
     let trained = cancellable(py, &progress, |report| {
         extend::extend(&counts, &from, &options, pool.as_deref(), report)

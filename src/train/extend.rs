@@ -91,6 +91,8 @@ impl Tokens {
 struct Continuation {
     rule: Rule,
     tokens: Tokens,
+    /// Base ids that never take part in a new merge (`Base::kept_apart`), by id.
+    apart: Vec<bool>,
     /// Scratch for `cut_on`: the symbols, their links, and the pending joins.
     symbols: Vec<u32>,
     next: Vec<usize>,
@@ -190,7 +192,8 @@ impl Continuation {
 
 impl Merger for Continuation {
     fn allows(&mut self, (left, right): (u32, u32)) -> bool {
-        self.tokens.join(left, right).is_none()
+        let apart = |id: u32| self.apart.get(id as usize).copied().unwrap_or(false);
+        !apart(left) && !apart(right) && self.tokens.join(left, right).is_none()
     }
 
     fn merge(
@@ -244,6 +247,9 @@ pub struct Base<'a> {
     pub tokens: &'a [Vec<u8>],
     pub rule: Rule,
     pub first_id: u32,
+    /// Ids never merged with a neighbour: a character-level base's byte-fallback and unknown
+    /// tokens, whose joins its file could not spell.
+    pub kept_apart: &'a [u32],
 }
 
 /// Continues BPE from `base` on counted pre-tokens. The merges and the count each was chosen
@@ -260,6 +266,7 @@ pub fn extend(
         tokens,
         rule,
         first_id,
+        kept_apart,
     } = *base;
     if (first_id as usize) < tokens.len() || options.num_merges > (u32::MAX - first_id) as usize {
         return Err(ExtendError::FirstId { first_id, tokens: tokens.len() });
@@ -293,9 +300,16 @@ pub fn extend(
         Some(pool) => pool.install(start)?,
         None => start()?,
     };
+    let mut apart = vec![false; first_id as usize];
+    for &id in kept_apart {
+        if let Some(flag) = apart.get_mut(id as usize) {
+            *flag = true;
+        }
+    }
     let mut continuation = Continuation {
         rule,
         tokens: Tokens::new(tokens, first_id),
+        apart,
         symbols: Vec::new(),
         next: Vec::new(),
         previous: Vec::new(),
@@ -419,6 +433,7 @@ mod tests {
                     tokens: &base,
                     rule,
                     first_id,
+                    kept_apart: &[],
                 };
                 let extended = extend(&counts, &from, &options, None, &mut go_on).unwrap();
                 let list = (rule == Rule::Merges).then_some(&trained.merges[..]);
@@ -442,6 +457,7 @@ mod tests {
             tokens: &base,
             rule: Rule::Ranks,
             first_id: 255,
+            kept_apart: &[],
         };
         let result = extend(&counts, &from, &options, None, &mut go_on);
         let refused = ExtendError::FirstId {
@@ -449,5 +465,28 @@ mod tests {
             tokens: 256,
         };
         assert_eq!(result.err(), Some(refused));
+    }
+
+    #[test]
+    fn ids_kept_apart_never_merge() {
+        let base: Vec<Vec<u8>> = (0..=255u8).map(|b| vec![b]).collect();
+        // "ab" is the most frequent pair, then "cd"; with a kept apart, "cd" is the first merge
+        let counts = PreTokenCounts::new(b"abcdabcd", &[0, 4, 6, 8], &[1, 5, 3]).unwrap();
+        let segmenter = from_ranks(&base).unwrap();
+        let segment = |piece: &[u8], out: &mut Vec<u32>| segmenter.segment(piece, out);
+        let mut go_on = |_| ControlFlow::Continue(());
+        for (kept_apart, first) in [(&[][..], (97, 98)), (&[97u32][..], (99, 100))] {
+            let from = Base {
+                segment: &segment,
+                tokens: &base,
+                rule: Rule::Merges,
+                first_id: 256,
+                kept_apart,
+            };
+            let extended = extend(&counts, &from, &every_merge(3), None, &mut go_on).unwrap();
+            assert_eq!(extended.merges[0], first);
+            let apart = |id: &u32| kept_apart.contains(id);
+            assert!(extended.merges.iter().all(|(l, r)| !apart(l) && !apart(r)));
+        }
     }
 }

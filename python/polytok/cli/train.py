@@ -127,11 +127,14 @@ def add_extend_arguments(parser: argparse.ArgumentParser) -> None:
                              "unigram (EM with the base's pieces fixed: a polytok or SentencePiece Unigram base)")
     parser.add_argument("--rounding", default="det", help="convex: det, bias or int")
     parser.add_argument("--add-missing-bytes", action="store_true",
-                        help="unigram: give a SentencePiece base without byte fallback the 256 byte pieces first")
+                        help="give a SentencePiece base without byte fallback the 256 byte pieces first")
+    parser.add_argument("--character-coverage", type=float, default=0.9995,
+                        help="bpe on a character-level file: add the characters it spells in bytes that cover this "
+                             "share of their occurrences, before merges")
     parser.add_argument("-o", "--output", required=True, help="tokeniser file to write")
     parser.add_argument("--min-frequency", type=int, default=1, help="stop when no pair is this frequent")
     parser.add_argument("--threads", type=int, default=None, help="worker threads (default: all cores)")
-    add_format_option(parser, None, " (default: sentencepiece for a SentencePiece base's Unigram extension, else polytok)")
+    add_format_option(parser, None, " (default: the base's own format where it keeps its file's pipeline, else polytok)")
     add_corpus_options(parser)
 
 
@@ -150,8 +153,10 @@ def run_extend(args: argparse.Namespace) -> None:
         source, options = list(args.corpus), reader_options(args)
     extended = polytok.extend(base, source, args.new_tokens, args.algorithm, min_frequency=args.min_frequency,
                               rounding=args.rounding, add_missing_bytes=args.add_missing_bytes,
+                              character_coverage=args.character_coverage,
                               num_threads=args.threads, progress=not args.quiet, **options)
-    file_format = args.format or ("sentencepiece" if isinstance(extended, LoadedTokenizer) else "polytok")
+    # a base that keeps its file's pipeline is extended in that file's format
+    file_format = args.format or (extended.pipeline.file_format if isinstance(extended, LoadedTokenizer) else "polytok")
     polytok_formats.save(extended, args.output, file_format)
     if not args.quiet:
         print(f"{args.tokenizer} + {extended.n_vocab - base.n_vocab:,} ids (from {base.n_vocab:,}) -> {args.output}",

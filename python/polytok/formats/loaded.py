@@ -52,6 +52,8 @@ class Pipeline(abc.ABC):
     maps different texts to the same ids) are what `info` reports."""
     # Whether `save_huggingface` writes the file back (a pipeline read from a tokenizer.json).
     saves_huggingface = False
+    # The `polytok.save` format that writes the file back as it was read.
+    file_format = ""
 
     def __init__(self, *, kind: str, added: list[dict[str, Any]], lossy: list[str], components: dict[str, Any]):
         self.kind = kind

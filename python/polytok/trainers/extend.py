@@ -46,6 +46,7 @@ from polytok.pretokenize import resolve_pattern
 from polytok.tokenizer import Tokenizer
 from polytok.trainers import unigram
 from polytok.trainers.bpe import run_merge_loop
+from polytok.trainers.extend_pipeline import extend_pipeline_bpe, is_pipeline_bpe
 from polytok.trainers.extend_unigram import extend_native_unigram, extend_sentencepiece, is_sentencepiece_unigram
 
 ALGORITHMS = ("bpe", "convex", "unigram")
@@ -66,6 +67,7 @@ def extend(
     shrinking_factor: float = 0.75,
     sub_iterations: int = 2,
     add_missing_bytes: bool = False,
+    character_coverage: float = 0.9995,
     num_threads: int | None = None,
     progress: bool = True,
     text_field: str | None = None,
@@ -84,7 +86,10 @@ def extend(
     every K-token extension of the base on this corpus.
     "unigram" extends a Unigram base by EM (Unigram training's `seed_size`, `max_piece_bytes`,
     `shrinking_factor`, `sub_iterations`); a SentencePiece base gives a SentencePiece-backed
-    tokeniser, and `add_missing_bytes` adds byte pieces to one without byte fallback."""
+    tokeniser, and `add_missing_bytes` adds byte pieces to one without byte fallback.
+    A BPE that keeps its file's pipeline (a HF tokenizer.json, a SentencePiece BPE model) first
+    gains the characters it spells in bytes, as many as cover `character_coverage` of their
+    occurrences (at most half of `new_tokens`), then merges (trainers/extend_pipeline.py)."""
     if algorithm not in ALGORITHMS:
         raise ConfigError(f"unknown extension algorithm {algorithm!r}; known: {', '.join(ALGORITHMS)}")
     new_tokens = checks.integer("new_tokens", new_tokens)
@@ -103,6 +108,10 @@ def extend(
         base = load(base)
     corpus_options = {name: value for name, value in
                       {"text_field": text_field, "text_column": text_column, "errors": errors}.items() if value is not None}
+    if algorithm == "bpe" and is_pipeline_bpe(base):
+        return extend_pipeline_bpe(base, corpus_or_counts, new_tokens, min_frequency=min_frequency,
+                                   character_coverage=character_coverage, add_missing_bytes=add_missing_bytes, num_threads=num_threads, progress=progress,
+                                   corpus_options=corpus_options)
     if algorithm == "unigram" and is_sentencepiece_unigram(base):
         return extend_sentencepiece(base, corpus_or_counts, new_tokens, unigram_options,
                                     add_missing_bytes=add_missing_bytes, num_threads=num_threads,
@@ -178,9 +187,9 @@ def _check_base(base: Any, algorithm: str) -> None:
         return
     if not isinstance(base, Tokenizer):
         raise ConfigError(
-            "this base keeps its file's own pipeline (normaliser, pre-tokeniser steps or decoder that polytok's "
-            "native tokeniser cannot hold), which polytok cannot extend yet: give a tiktoken ranks file, a "
-            "polytok file, or a byte-level BPE tokenizer.json whose pre-tokeniser is one regex"
+            f"this base keeps its file's own pipeline (normaliser, pre-tokeniser steps or decoder that polytok's "
+            f"native tokeniser cannot hold), which {algorithm!r} cannot extend; such a base is extended by 'bpe' "
+            f"when it is a BPE, by 'unigram' when it is a SentencePiece Unigram (this one: {base.algorithm})"
         )
     if algorithm == "convex":  # (merges and shortest_path tokenisers have all 256 bytes: their constructors check)
         if base.segmenter not in ("merges", "shortest_path"):

@@ -10,7 +10,7 @@ gives it, and so encodes exactly as the base encodes it.
 The base is a polytok Unigram (segmenter "viterbi"; new pieces take ids after every existing
 id, special ids included) or a SentencePiece Unigram model. A SentencePiece base is counted as
 its trainer sees text: each document through the model's normaliser, cut before each "▁" into
-pre-tokens (`SENTENCEPIECE_PRE_TOKEN`). The new pieces are appended to the serialised model as
+pre-tokens (trainers/extend_pipeline.py `pipeline_counts`). The new pieces are appended to the serialised model as
 NORMAL pieces, with scores no lower than the base's lowest (so the score of an unknown
 character, the lowest minus 10, does not move); sentencepiece reads the file with the base's
 ids unchanged and the new ones after them. A model without byte fallback has no byte pieces:
@@ -19,13 +19,8 @@ turns byte fallback on, so no character is unknown any more.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator
-from itertools import islice
 from typing import Any
 
-from polytok import checks
-from polytok.corpus import iter_documents, texts
-from polytok.counting import count
 from polytok.counts import PreTokenCounts
 from polytok.errors import ConfigError, CorpusError
 from polytok.formats.loaded import LoadedTokenizer
@@ -33,14 +28,9 @@ from polytok.formats.sentencepiece.read import (
     BYTE, NORMAL, UNIGRAM, USER_DEFINED, SentencePiecePipeline, tokenizer_from_sentencepiece,
 )
 from polytok.formats.sentencepiece.write import appended_pieces
-from polytok.pretokenize import resolve_pattern
 from polytok.tokenizer import Tokenizer
+from polytok.trainers.extend_pipeline import pipeline_counts
 from polytok.trainers.unigram import learn_unigram
-
-# SentencePiece's trainer splits normalised text before each "▁" (split_by_whitespace).
-SENTENCEPIECE_PRE_TOKEN = "▁[^▁]*|[^▁]+"
-# Documents normalised per core call (in parallel within it).
-_NORMALIZE_BATCH = 256
 # Pieces of a SentencePiece base that its Viterbi never takes from text (control, unknown and
 # unused pieces, the "<0x..>" spellings of byte pieces) are in the EM's lattices with this
 # score below the unknown score: never chosen, and no candidate can repeat their text.
@@ -80,7 +70,7 @@ def extend_sentencepiece(base: LoadedTokenizer, source: Any, budget: int, option
                          add_missing_bytes: bool, num_threads: int | None, progress: bool,
                          corpus_options: dict[str, Any]) -> LoadedTokenizer:
     """A SentencePiece Unigram `base` with at most `budget` pieces learned on `source` (a corpus,
-    or PreTokenCounts of its normalised text cut by SENTENCEPIECE_PRE_TOKEN)."""
+    or PreTokenCounts of its normalised text cut as `pipeline_counts` cuts)."""
     pipeline = base.pipeline
     assert isinstance(pipeline, SentencePiecePipeline)
     spec = pipeline.spec
@@ -91,7 +81,7 @@ def extend_sentencepiece(base: LoadedTokenizer, source: Any, budget: int, option
             "pieces becomes <unk>), so the extension could not spell every text; pass add_missing_bytes=True "
             "(--add-missing-bytes) to add the 256 byte pieces as the first new ids and turn byte fallback on"
         )
-    counts = _sentencepiece_counts(pipeline, source, num_threads, progress, corpus_options)
+    counts = pipeline_counts(base, source, num_threads, progress, corpus_options)
     pieces, scores = _sentencepiece_lattice(spec["pieces"])
     learned, learned_scores, _ = _learn(counts, pieces, scores, budget, options, progress)
     lowest = min((score for _, score, kind in spec["pieces"] if kind == NORMAL), default=0.0)
@@ -128,30 +118,3 @@ def _sentencepiece_lattice(spec_pieces: list[tuple[str, float, int]]) -> tuple[l
             pieces.append(encoded)
             scores.append(value)
     return [bytes([byte]) for byte in range(256)] + pieces, byte_scores + scores
-
-
-def _sentencepiece_counts(pipeline: SentencePiecePipeline, source: Any, num_threads: int | None, progress: bool,
-                          corpus_options: dict[str, Any]) -> PreTokenCounts:
-    """The corpus normalised by the model and counted in SentencePiece's pre-tokens, or given
-    counts checked to be cut so."""
-    if isinstance(source, PreTokenCounts):
-        if corpus_options:
-            raise ConfigError(f"{sorted(corpus_options)} only apply when reading a corpus, not PreTokenCounts")
-        if source.pattern is None or resolve_pattern(source.pattern) != resolve_pattern(SENTENCEPIECE_PRE_TOKEN):
-            raise ConfigError(
-                f"the PreTokenCounts were counted with pattern {source.pattern!r}; a SentencePiece base needs its "
-                f"normalised text counted with {SENTENCEPIECE_PRE_TOKEN!r}"
-            )
-        return source
-    documents = iter_documents(source, **corpus_options)
-    return count(texts(_normalized(pipeline, documents, num_threads)), pattern=SENTENCEPIECE_PRE_TOKEN,
-                 num_threads=num_threads, progress=progress)
-
-
-def _normalized(pipeline: SentencePiecePipeline, documents: Iterable[str | bytes],
-                num_threads: int | None) -> Iterator[bytes]:
-    """Each document through the model's normaliser, a batch at a time."""
-    checks.num_threads(num_threads)
-    iterator = iter(documents)
-    while batch := list(islice(iterator, _NORMALIZE_BATCH)):
-        yield from pipeline.normalizer_core.normalize(batch, num_threads)

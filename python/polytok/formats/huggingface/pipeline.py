@@ -31,6 +31,7 @@ class HuggingFacePipeline(Pipeline):
     core's segmenter, and its decoder; `token_texts[i]` is token i as decoders see it."""
 
     saves_huggingface = True
+    file_format = "huggingface"
 
     def __init__(
         self,

@@ -62,9 +62,10 @@ class _File:
     lossy: list[str]
 
     def model_strings(self) -> list[tuple[bytes, int]]:
-        """(text, id) of each model token, as the segmenter looks words up."""
+        """(text, id) of each model token, as the segmenter looks words up (not the added
+        tokens whose ids sit in gaps of model.vocab: the model does not know them)."""
         return [(self.vocab[token_id] if self.byte_level else self.texts[token_id].encode("utf-8"), token_id)
-                for token_id in range(self.model_size)]
+                for token_id in range(self.model_size) if token_id not in self.gaps]
 
     def components(self) -> dict[str, Any]:
         """The component types, for `info`."""
@@ -291,8 +292,10 @@ def _bpe(file: _File) -> Tokenizer | LoadedTokenizer:
             raise FormatError(f"{file.source}: {error}") from None
         return file.loaded("merges", dict(pattern=pattern, vocab=file.vocab, merges=pairs), "bpe",
                            pattern=pattern, merges=pairs)
-    if file.gaps:
-        raise fail(f"no token has id {min(file.gaps)}; ids must run from 0 without gaps (only a byte-level BPE "
+    # an added token may hold a gap of model.vocab (an extended file's, whose new tokens follow them)
+    free = file.gaps - {token["id"] for token in file.added}
+    if free:
+        raise fail(f"no token has id {min(free)}; ids must run from 0 without gaps (only a byte-level BPE "
                    "file whose pre-tokeniser is one regex may leave ids free)")
     arguments = dict(
         pattern=file.core_pattern, tokens=file.vocab, strings=file.model_strings(), merges=merges,

@@ -78,6 +78,8 @@ def _joined(fields: dict[int, list[Any]], number: int, name: str, source: str) -
 
 class SentencePiecePipeline(Pipeline):
     """SentencePiece's normaliser and decoder around polytok's segmenter."""
+    file_format = "sentencepiece"
+
     def __init__(self, spec: dict[str, Any], data: bytes, source: str, *, lossy: list[str], components: dict[str, Any]):
         super().__init__(kind="SentencePiece model", added=[], lossy=lossy, components=components)
         self.spec = spec
