@@ -181,6 +181,10 @@ def _check_base(base: Any, algorithm: str) -> None:
     if not isinstance(base, BaseTokenizer):
         raise ConfigError(f"base must be a polytok tokeniser or a tokeniser file, got {type(base).__name__}")
     if algorithm == "unigram":
+        if not isinstance(base, Tokenizer) and base.algorithm == "unigram":
+            raise ConfigError(f"a Unigram read from a {base.pipeline.kind} file with its own pipeline (normaliser, "
+                              f"Metaspace) is not extended here; extend the SentencePiece .model it was converted "
+                              f"from, or a polytok Unigram")
         if not isinstance(base, Tokenizer) or base.segmenter != "viterbi":
             raise ConfigError(f"a Unigram extension needs a Unigram base (a polytok Unigram or a SentencePiece "
                               f"Unigram model); this base is {base.algorithm or 'not one'} (segmenter {base.segmenter!r})")
