@@ -181,3 +181,8 @@ def test_cli_extends_a_huggingface_file_in_its_own_format(tmp_path):
                            "-k", "50", "-o", str(tmp_path / "out.json")], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert tokenizers.Tokenizer.from_file(str(tmp_path / "out.json")).get_vocab_size() == 1250
+    refused = subprocess.run([sys.executable, "-m", "polytok.cli", "-q", "extend", "-t", str(base_file),
+                              str(tmp_path / "de.txt"), "-k", "50", "-o", str(tmp_path / "bad.json"), "--format", "polytok"],
+                             capture_output=True, text=True)
+    assert refused.returncode == 2 and "saves as --format huggingface only" in refused.stderr
+    assert not (tmp_path / "bad.json").exists()

@@ -147,6 +147,11 @@ def run_extend(args: argparse.Namespace) -> None:
         raise ConfigError(f"a ConvexTok extension cuts by shortest path, which --format {args.format} cannot hold; "
                           "write it as polytok JSON (--format polytok)")
     base = load_tokenizer(args)
+    own_format = base.pipeline.file_format if isinstance(base, LoadedTokenizer) else None
+    if own_format and args.format not in (None, own_format):
+        # said before the training, not after it: the extension keeps the base file's pipeline
+        raise ConfigError(f"the base keeps its {base.pipeline.kind} pipeline, and so does its extension, which saves "
+                          f"as --format {own_format} only, not {args.format}")
     if args.counts:
         source, options = polytok.PreTokenCounts.load(args.counts), {}
     else:
@@ -155,8 +160,7 @@ def run_extend(args: argparse.Namespace) -> None:
                               rounding=args.rounding, add_missing_bytes=args.add_missing_bytes,
                               character_coverage=args.character_coverage,
                               num_threads=args.threads, progress=not args.quiet, **options)
-    # a base that keeps its file's pipeline is extended in that file's format
-    file_format = args.format or (extended.pipeline.file_format if isinstance(extended, LoadedTokenizer) else "polytok")
+    file_format = args.format or own_format or "polytok"
     polytok_formats.save(extended, args.output, file_format)
     if not args.quiet:
         print(f"{args.tokenizer} + {extended.n_vocab - base.n_vocab:,} ids (from {base.n_vocab:,}) -> {args.output}",
