@@ -80,12 +80,7 @@ def extend_pipeline_bpe(base: LoadedTokenizer, source: Any, budget: int, *, min_
             raise ConfigError("add_missing_bytes adds byte pieces to a SentencePiece model; a HF tokenizer.json with an "
                               "unknown token and no byte fallback cannot be given them here")
     if missing_fallback and not add_missing_bytes:
-        raise ConfigError(
-            "the base has no byte fallback: bytes 0x00-0xff are no tokens (a character outside its vocabulary becomes "
-            "the unknown token), so the extension could not spell every text"
-            + ("; pass add_missing_bytes=True (--add-missing-bytes) to add the 256 byte pieces as the first new ids "
-               "and turn byte fallback on" if sentencepiece else "")
-        )
+        raise no_byte_fallback(can_add=sentencepiece)
     counts = pipeline_counts(base, source, num_threads, progress, corpus_options)
     current = base
     if missing_fallback:
@@ -164,6 +159,16 @@ def _grown(base: LoadedTokenizer, pieces: list[tuple[bytes, int]], pairs: list[t
     assert isinstance(pipeline, HuggingFacePipeline)
     return tokenizer_from_huggingface(_extended_record(pipeline.record, base.n_vocab, [piece for piece, _ in pieces], pairs),
                                       "the extended tokenizer.json")
+
+
+def no_byte_fallback(*, can_add: bool) -> ConfigError:
+    """The refusal of a base without byte fallback; `can_add`: whether add_missing_bytes helps."""
+    return ConfigError(
+        "the base has no byte fallback: bytes 0x00-0xff are no tokens (a character outside its vocabulary becomes "
+        "the unknown token), so the extension could not spell every text"
+        + ("; pass add_missing_bytes=True (--add-missing-bytes) to add the 256 byte pieces as the first new ids "
+           "and turn byte fallback on" if can_add else "")
+    )
 
 
 def pipeline_counts(base: LoadedTokenizer, source: Any, num_threads: int | None, progress: bool,

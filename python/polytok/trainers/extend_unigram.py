@@ -22,14 +22,14 @@ from __future__ import annotations
 from typing import Any
 
 from polytok.counts import PreTokenCounts
-from polytok.errors import ConfigError, CorpusError
+from polytok.errors import CorpusError
 from polytok.formats.loaded import LoadedTokenizer
 from polytok.formats.sentencepiece.read import (
     BYTE, NORMAL, UNIGRAM, USER_DEFINED, SentencePiecePipeline, tokenizer_from_sentencepiece,
 )
 from polytok.formats.sentencepiece.write import appended_pieces
 from polytok.tokenizer import Tokenizer
-from polytok.trainers.extend_pipeline import pipeline_counts
+from polytok.trainers.extend_pipeline import no_byte_fallback, pipeline_counts
 from polytok.trainers.unigram import learn_unigram
 # Pieces of a SentencePiece base that its Viterbi never takes from text (control, unknown and
 # unused pieces, the "<0x..>" spellings of byte pieces) are in the EM's lattices with this
@@ -76,11 +76,7 @@ def extend_sentencepiece(base: LoadedTokenizer, source: Any, budget: int, option
     spec = pipeline.spec
     byte_fallback = spec["byte_fallback"]
     if not byte_fallback and not add_missing_bytes:
-        raise ConfigError(
-            "the SentencePiece base has no byte fallback: bytes 0x00-0xff are no tokens (a character outside its "
-            "pieces becomes <unk>), so the extension could not spell every text; pass add_missing_bytes=True "
-            "(--add-missing-bytes) to add the 256 byte pieces as the first new ids and turn byte fallback on"
-        )
+        raise no_byte_fallback(can_add=True)
     counts = pipeline_counts(base, source, num_threads, progress, corpus_options)
     pieces, scores = _sentencepiece_lattice(spec["pieces"])
     learned, learned_scores, _ = _learn(counts, pieces, scores, budget, options, progress)
