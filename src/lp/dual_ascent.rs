@@ -80,7 +80,8 @@ pub struct DualAscent {
     /// Each shared colour's temperature relative to `price_scale`: min(1, its weighted
     /// frequency / 4 / price_scale). See `new`.
     colour_scale: Vec<f64>,
-    /// Tied edges, one bit each: those whose colour has no other edge, or is not among the
+    /// The weight n_w / F_t of each tied edge in f32, 0 on the others. Tied edges are those
+    /// whose colour has no other edge, or is not among the
     /// colours given their own prices (`new`'s `own_prices`). A tied edge e of colour t in
     /// pre-token w is priced lambda x n_w / F_t (F_t = sum of n_w over t's edges), so that
     /// M_t = lambda. For a colour of one edge this is optimal for any lambda: L's shortest-path
@@ -89,8 +90,10 @@ pub struct DualAscent {
     /// per occurrence, which blocks the edge (costlier than its bytes) once F_t (len - 1) <=
     /// lambda: where the colour is not worth a token of budget, the LP keeps it out too. The
     /// smoothed F keeps no colour term for tied colours, and its lambda gradient counts
-    /// sum_e (n_w / F_t) p_e as the budget each uses (its colour value c_t).
-    tied: Vec<u64>,
+    /// sum_e (n_w / F_t) p_e as the budget each uses (its colour value c_t). Held per edge, so
+    /// that pricing and summing the tied edges stream through memory instead of gathering
+    /// each edge's colour frequency and pre-token count.
+    tied_weight: Vec<f32>,
     /// The other edges, ascending: their prices are the variables, in this order, followed by
     /// lambda.
     free: Vec<u32>,
@@ -116,47 +119,40 @@ pub struct DualAscent {
 }
 
 impl DualAscent {
-    /// Whether edge e is tied.
-    #[inline]
-    fn is_tied(&self, e: usize) -> bool {
-        self.tied[e / 64] >> (e % 64) & 1 == 1
-    }
-
     /// The edge prices of a point: its mu on the free edges, lambda n_w / F_t on the tied ones.
-    fn prices_of<T: Real>(&self, graph: &TokenGraph, point: Point<'_>, out: &mut Vec<T>) {
+    fn prices_of<T: Real>(&self, point: Point<'_>, out: &mut Vec<T>) {
         let lambda = point.lambda();
         out.clear();
-        out.resize(graph.edge_colour.len(), T::from_f64(0.0));
-        out.par_chunks_mut(CHUNK).enumerate().for_each(|(c, out)| {
-            for_each_owned_edge(graph, c * CHUNK, out.len(), |i, e, w| {
-                if self.is_tied(e) {
-                    let t = graph.edge_colour[e] as usize;
-                    out[i] = T::from_f64(lambda * graph.counts[w] as f64 / graph.colour_frequency[t] as f64);
+        out.resize(self.tied_weight.len(), T::from_f64(0.0));
+        out.par_chunks_mut(CHUNK)
+            .zip(self.tied_weight.par_chunks(CHUNK))
+            .for_each(|(out, weight)| {
+                for (o, &w) in out.iter_mut().zip(weight) {
+                    *o = T::from_f64(lambda * f64::from(w));
                 }
             });
+        let sink = Sink(out.as_mut_ptr());
+        self.free.par_chunks(CHUNK).enumerate().for_each(|(c, free)| {
+            for (i, &e) in free.iter().enumerate() {
+                // SAFETY: `free` holds distinct edges, each below out.len() (the graph's edge
+                // count), so every write is in bounds and no two tasks write one entry.
+                unsafe { sink.write(e as usize, T::from_f64(point.get(c * CHUNK + i))) };
+            }
         });
-        for (k, &e) in self.free.iter().enumerate() {
-            out[e as usize] = T::from_f64(point.get(k));
-        }
     }
 
-    /// Sum over tied edges of f(e, w), in fixed chunks added in order (thread-independent).
-    fn tied_sum(&self, graph: &TokenGraph, f: impl Fn(usize, usize) -> f64 + Sync) -> f64 {
-        let edges = graph.edge_colour.len();
-        chunk_sum(
-            (0..edges.div_ceil(CHUNK))
-                .into_par_iter()
-                .map(|c| {
-                    let first = c * CHUNK;
-                    let mut sum = 0.0;
-                    for_each_owned_edge(graph, first, CHUNK.min(edges - first), |_, e, w| {
-                        if self.is_tied(e) {
-                            sum += f(e, w);
-                        }
-                    });
-                    sum
-                }),
-        )
+    /// Sum over tied edges of f(weight n_w / F_t, e), in fixed chunks added in order
+    /// (thread-independent).
+    fn tied_sum(&self, f: impl Fn(f64, usize) -> f64 + Sync) -> f64 {
+        chunk_sum(self.tied_weight.par_chunks(CHUNK).enumerate().map(|(c, weight)| {
+            let mut sum = 0.0;
+            for (i, &w) in weight.iter().enumerate() {
+                if w != 0.0 {
+                    sum += f(f64::from(w), c * CHUNK + i);
+                }
+            }
+            sum
+        }))
     }
 
     /// -F at `point` (minimised), its gradient into `gradient`; returns (-F, exact L).
@@ -171,7 +167,7 @@ impl DualAscent {
         self.evaluations += 1;
         let lambda = point.lambda();
         let mut prices = std::mem::take(&mut self.prices);
-        self.prices_of(graph, point, &mut prices);
+        self.prices_of(point, &mut prices);
         let (soft, hard) = graph.soft_paths(&prices, tau, &mut self.marginals);
         self.prices = prices;
         // The shared colours' totals M_t, the sums of their free prices (the others' are lambda).
@@ -179,30 +175,45 @@ impl DualAscent {
         for (k, &t) in self.free_colour.iter().enumerate() {
             self.totals[t as usize] += point.get(k);
         }
-        let mut softplus = 0.0;
-        let mut used = 0.0;
-        for t in 0..self.shared_colours.len() {
-            let scale = self.colour_scale[t];
-            let z = (self.totals[t] - lambda) / (colour_tau * scale);
-            // softplus(z) = max(z, 0) + ln(1 + e) and sigmoid(z) from e = exp(-|z|).
-            let e = exp_neg(z.abs());
-            let c = if z >= 0.0 {
-                1.0 / (1.0 + e)
-            } else {
-                e / (1.0 + e)
-            };
-            softplus += scale * (z.max(0.0) + if e > 0.0 { e.ln_1p() } else { 0.0 });
-            self.colour_values[t] = c;
-            used += c;
-        }
+        // Per colour, in fixed chunks whose sums are added in order (thread-independent).
+        let (totals, scales) = (&self.totals, &self.colour_scale);
+        let parts: Vec<(f64, f64)> = self
+            .colour_values
+            .par_chunks_mut(CHUNK)
+            .enumerate()
+            .map(|(c, values)| {
+                let (mut softplus, mut used) = (0.0, 0.0);
+                for (i, value) in values.iter_mut().enumerate() {
+                    let t = c * CHUNK + i;
+                    let scale = scales[t];
+                    let z = (totals[t] - lambda) / (colour_tau * scale);
+                    // softplus(z) = max(z, 0) + ln(1 + e) and sigmoid(z) from e = exp(-|z|).
+                    let e = exp_neg(z.abs());
+                    let v = if z >= 0.0 {
+                        1.0 / (1.0 + e)
+                    } else {
+                        e / (1.0 + e)
+                    };
+                    softplus += scale * (z.max(0.0) + if e > 0.0 { e.ln_1p() } else { 0.0 });
+                    *value = v;
+                    used += v;
+                }
+                (softplus, used)
+            })
+            .collect();
+        let softplus: f64 = parts.iter().map(|p| p.0).sum();
+        let mut used: f64 = parts.iter().map(|p| p.1).sum();
         let marginals = &self.marginals;
-        used += self.tied_sum(graph, |e, w| {
-            f64::from(marginals[e]) * graph.counts[w] as f64
-                / graph.colour_frequency[graph.edge_colour[e] as usize] as f64
-        });
-        for ((g, &t), &e) in gradient.iter_mut().zip(&self.free_colour).zip(&self.free) {
-            *g = (self.colour_values[t as usize] - f64::from(self.marginals[e as usize])) as f32;
-        }
+        used += self.tied_sum(|weight, e| f64::from(marginals[e]) * weight);
+        let values = &self.colour_values;
+        gradient[..self.free.len()]
+            .par_chunks_mut(CHUNK)
+            .zip(self.free_colour.par_chunks(CHUNK).zip(self.free.par_chunks(CHUNK)))
+            .for_each(|(g, (colours, free))| {
+                for ((g, &t), &e) in g.iter_mut().zip(colours).zip(free) {
+                    *g = (values[t as usize] - f64::from(marginals[e as usize])) as f32;
+                }
+            });
         gradient[self.free.len()] = (self.budget as f64 - used) as f32;
         let value = soft - self.budget as f64 * lambda - colour_tau * softplus;
         let exact = hard - top_sum(&mut self.totals, self.budget, self.tied_colours, lambda);
@@ -247,10 +258,17 @@ impl DualAscent {
             budget += colour(t);
         }
         // A tied edge's price is lambda x its weight n_w / F_t, so its curvature counts squared.
-        budget += self.tied_sum(graph, |e, w| {
-            let weight = graph.counts[w] as f64 / graph.colour_frequency[graph.edge_colour[e] as usize] as f64;
-            weight * weight * path(e, w)
-        });
+        let weights = &self.tied_weight;
+        budget += chunk_sum(weights.par_chunks(CHUNK).enumerate().map(|(c, chunk)| {
+            let mut sum = 0.0;
+            for_each_owned_edge(graph, c * CHUNK, chunk.len(), |i, e, w| {
+                let weight = f64::from(chunk[i]);
+                if weight != 0.0 {
+                    sum += weight * weight * path(e, w);
+                }
+            });
+            sum
+        }));
         diagonal[self.free.len()] = budget;
         diagonal
     }
@@ -440,19 +458,22 @@ impl DualAscent {
         for (s, &t) in shared_colours.iter().enumerate() {
             per_colour[t as usize] = s as u32;
         }
-        let mut tied = vec![0u64; edges.div_ceil(64)];
+        let mut tied_weight = vec![0.0f32; edges];
         let mut free = Vec::new();
         let mut free_colour = Vec::new();
         let mut is_shared = vec![0u64; colours.div_ceil(64)];
         for &t in &shared_colours {
             is_shared[t as usize / 64] |= 1 << (t % 64);
         }
-        for (e, &t) in g.edge_colour.iter().enumerate() {
-            if is_shared[t as usize / 64] >> (t % 64) & 1 == 1 {
-                free.push(e as u32);
-                free_colour.push(per_colour[t as usize]);
-            } else if !g.is_fixed(t as usize) {
-                tied[e / 64] |= 1 << (e % 64);
+        for w in 0..g.counts.len() {
+            for e in g.edge_start[w]..g.edge_start[w + 1] {
+                let t = g.edge_colour[e] as usize;
+                if is_shared[t / 64] >> (t % 64) & 1 == 1 {
+                    free.push(e as u32);
+                    free_colour.push(per_colour[t]);
+                } else if !g.is_fixed(t) {
+                    tied_weight[e] = (g.counts[w] as f64 / g.colour_frequency[t] as f64) as f32;
+                }
             }
         }
         free.shrink_to_fit();
@@ -463,7 +484,7 @@ impl DualAscent {
         let shared_count = shared_colours.len();
         Ok(DualAscent {
             colour_scale,
-            tied,
+            tied_weight,
             free,
             free_colour,
             tied_colours: colours - shared_count - g.fixed.iter().filter(|&&f| f).count(),
@@ -576,8 +597,9 @@ impl DualAscent {
     }
 
     fn widened_prices(&self, graph: &TokenGraph, point: Point<'_>) -> Vec<f64> {
+        assert_eq!(graph.num_edges(), self.tied_weight.len(), "another graph than the ascent's");
         let mut out = Vec::<f32>::new();
-        self.prices_of(graph, point, &mut out);
+        self.prices_of(point, &mut out);
         out.into_iter().map(f64::from).collect()
     }
 
@@ -589,13 +611,10 @@ impl DualAscent {
         for (&t, &c) in self.shared_colours.iter().zip(&self.colour_values) {
             values[t as usize] = c;
         }
-        for w in 0..graph.counts.len() {
-            for e in graph.edge_start[w]..graph.edge_start[w + 1] {
-                if self.is_tied(e) {
-                    let t = graph.edge_colour[e] as usize;
-                    values[t] += f64::from(self.marginals[e]) * graph.counts[w] as f64
-                        / graph.colour_frequency[t] as f64;
-                }
+        for (e, &weight) in self.tied_weight.iter().enumerate() {
+            if weight != 0.0 {
+                let t = graph.edge_colour[e] as usize;
+                values[t] += f64::from(self.marginals[e]) * f64::from(weight);
             }
         }
         values
@@ -845,6 +864,19 @@ impl Curvature {
 /// The L-BFGS vector work runs on fixed chunks of this many coordinates, in parallel; partial
 /// sums are added in chunk order, so the results do not depend on the thread count.
 const CHUNK: usize = 8192;
+
+/// An array written by several threads at distinct entries.
+struct Sink<T>(*mut T);
+// SAFETY: users write each entry from one task only, and nothing reads during the writes.
+unsafe impl<T> Sync for Sink<T> {}
+unsafe impl<T> Send for Sink<T> {}
+
+impl<T> Sink<T> {
+    /// Writes entry i. SAFETY: i is in bounds and no other task touches entry i meanwhile.
+    unsafe fn write(&self, i: usize, value: T) {
+        unsafe { *self.0.add(i) = value };
+    }
+}
 
 /// The sum of per-chunk partial sums, in chunk order.
 fn chunk_sum(parts: impl IndexedParallelIterator<Item = f64>) -> f64 {

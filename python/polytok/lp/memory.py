@@ -43,9 +43,9 @@ PYTHON_EDGE = 4
 """NumPy's copy of the edge colours (made for the LP solvers only)."""
 PYTHON_COLOUR = 12
 """NumPy's copies of the colour frequencies and lengths (the LP solvers only)."""
-DUAL_EDGE = 9
-"""The dual solver per edge, for as long as it lives: marginals and prices in f32, and a tied
-bit."""
+DUAL_EDGE = 12
+"""The dual solver per edge, for as long as it lives: marginals, prices and the tied weight
+n_w / F_t (0 on edges with prices of their own), each in f32."""
 DUAL_VARIABLE = 24
 """The dual solver per edge with a price of its own (a variable), for as long as it lives: its
 index, colour, point and best point."""
