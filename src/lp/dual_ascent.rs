@@ -19,7 +19,7 @@ use std::collections::VecDeque;
 use std::time::Instant;
 
 use crate::lp::graph::{check_temperature, GraphError, GraphInput, TokenGraph};
-use crate::lp::soft_paths::{exp_neg, Real};
+use crate::lp::soft_paths::{exp_neg, Real, Sink};
 
 /// A point of the ascent: the variables themselves, or scaled ones (x, scale) standing for
 /// x[k] x scale[k], so that a stage evaluates its trial points without a third vector.
@@ -81,8 +81,8 @@ pub struct DualAscent {
     /// frequency / 4 / price_scale). See `new`.
     colour_scale: Vec<f64>,
     /// The weight n_w / F_t of each tied edge in f32, 0 on the others. Tied edges are those
-    /// whose colour has no other edge, or is not among the
-    /// colours given their own prices (`new`'s `own_prices`). A tied edge e of colour t in
+    /// whose colour has no other edge, or is not among the colours given their own prices
+    /// (`new`'s `own_prices`). A tied edge e of colour t in
     /// pre-token w is priced lambda x n_w / F_t (F_t = sum of n_w over t's edges), so that
     /// M_t = lambda. For a colour of one edge this is optimal for any lambda: L's shortest-path
     /// part rises with slope p_e <= 1 in mu_e and its colour term (mu_e - lambda)_+ with slope
@@ -864,19 +864,6 @@ impl Curvature {
 /// The L-BFGS vector work runs on fixed chunks of this many coordinates, in parallel; partial
 /// sums are added in chunk order, so the results do not depend on the thread count.
 const CHUNK: usize = 8192;
-
-/// An array written by several threads at distinct entries.
-struct Sink<T>(*mut T);
-// SAFETY: users write each entry from one task only, and nothing reads during the writes.
-unsafe impl<T> Sync for Sink<T> {}
-unsafe impl<T> Send for Sink<T> {}
-
-impl<T> Sink<T> {
-    /// Writes entry i. SAFETY: i is in bounds and no other task touches entry i meanwhile.
-    unsafe fn write(&self, i: usize, value: T) {
-        unsafe { *self.0.add(i) = value };
-    }
-}
 
 /// The sum of per-chunk partial sums, in chunk order.
 fn chunk_sum(parts: impl IndexedParallelIterator<Item = f64>) -> f64 {

@@ -125,12 +125,21 @@ impl Real for f32 {
     }
 }
 
-/// The marginals array, written by several threads at disjoint edge ranges.
-struct Marginals<M>(*mut M);
-// SAFETY: every pre-token belongs to exactly one group and every group to one block, so each
-// edge's marginal is written by exactly one task, and nothing reads them during the pass.
-unsafe impl<M> Sync for Marginals<M> {}
-unsafe impl<M> Send for Marginals<M> {}
+/// An array written by several threads at disjoint entries (here the marginals; the dual
+/// ascent's prices too).
+pub(crate) struct Sink<T>(pub(crate) *mut T);
+// SAFETY: every user writes each entry from one task only, and nothing reads the array during
+// the writes. Here every pre-token belongs to exactly one group and every group to one block,
+// so each edge's marginal is written by exactly one task.
+unsafe impl<T> Sync for Sink<T> {}
+unsafe impl<T> Send for Sink<T> {}
+
+impl<T> Sink<T> {
+    /// Writes entry i. SAFETY: i is in bounds and no other task touches entry i meanwhile.
+    pub(crate) unsafe fn write(&self, i: usize, value: T) {
+        unsafe { *self.0.add(i) = value };
+    }
+}
 
 /// Pre-tokens of two or more bytes by length (then id), cut into groups of up to four of one
 /// length, and the groups into a fixed number of blocks of about equal edge counts; depends on
@@ -197,7 +206,7 @@ impl TokenGraph {
         assert_eq!(mu.len(), self.edge_colour.len());
         assert_eq!(marginals.len(), self.edge_colour.len());
         let plan = self.soft_plan.get_or_init(|| SoftPlan::new(self));
-        let sink = Marginals(marginals.as_mut_ptr());
+        let sink = Sink(marginals.as_mut_ptr());
         #[cfg(target_arch = "x86_64")]
         let wide = std::arch::is_x86_feature_detected!("avx2");
         let parts: Vec<(f64, f64)> = plan
@@ -228,7 +237,7 @@ impl TokenGraph {
         block: (&SoftPlan, Range<usize>),
         mu: &[P],
         tau: f64,
-        sink: &Marginals<M>,
+        sink: &Sink<M>,
     ) -> (f64, f64) {
         self.soft_block(block, mu, tau, sink)
     }
@@ -241,7 +250,7 @@ impl TokenGraph {
         (plan, range): (&SoftPlan, Range<usize>),
         mu: &[P],
         tau: f64,
-        sink: &Marginals<M>,
+        sink: &Sink<M>,
     ) -> (f64, f64) {
         let mut buffers = Buffers::default();
         let (mut soft, mut hard) = (0.0, 0.0);
@@ -264,7 +273,7 @@ impl TokenGraph {
         mu: &[P],
         tau: f64,
         per_tau: f64,
-        sink: &Marginals<M>,
+        sink: &Sink<M>,
         b: &mut Buffers,
     ) -> (f64, f64) {
         let lane_pre_token: [usize; LANES] =
