@@ -204,5 +204,5 @@ def test_unigram_extension_needs_a_unigram_base(native):
     other = PreTokenCounts.from_dict({b"abc": 3}, pattern="gpt2")
     with pytest.raises(ConfigError, match="counted with pattern"):
         polytok.extend(base, other, 10, "unigram", progress=False)
-    with pytest.raises(ConfigError, match="HF tokenizer.json file with its own pipeline .* is not extended here"):
-        polytok.extend(DATA / "readers" / "hf-unigram.json", polytok.texts([GERMAN]), 10, "unigram", progress=False)
+    with pytest.raises(ConfigError, match="needs a Unigram base.*'char_merges'"):
+        polytok.extend(DATA / "readers" / "hf-bpe-llama.json", polytok.texts([GERMAN]), 10, "unigram", progress=False)

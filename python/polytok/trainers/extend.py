@@ -17,7 +17,7 @@ A pair whose bytes already are a token is never merged (under a merge list, the 
 such a pair apart); it would give two ids the same bytes.
 
 "unigram" runs EM over the base's pieces, their scores fixed, and new candidates (a polytok
-Unigram or a SentencePiece Unigram model: trainers/extend_unigram.py).
+Unigram, a SentencePiece Unigram model or a HF tokenizer.json Unigram: trainers/extend_unigram.py).
 
 The ConvexTok extension solves the relaxation with the base's tokens fixed (free, outside the
 budget; see `certify(..., base=)`), rounds the other colours to K tokens and cuts by shortest
@@ -47,7 +47,10 @@ from polytok.tokenizer import Tokenizer
 from polytok.trainers import unigram
 from polytok.trainers.bpe import run_merge_loop
 from polytok.trainers.extend_pipeline import extend_pipeline_bpe, is_pipeline_bpe
-from polytok.trainers.extend_unigram import extend_native_unigram, extend_sentencepiece, is_sentencepiece_unigram
+from polytok.trainers.extend_unigram import (
+    extend_huggingface_unigram, extend_native_unigram, extend_sentencepiece, is_huggingface_unigram,
+    is_sentencepiece_unigram,
+)
 
 ALGORITHMS = ("bpe", "convex", "unigram")
 
@@ -85,8 +88,9 @@ def extend(
     bias or int) and segments by shortest path; the result carries the certified bound for
     every K-token extension of the base on this corpus.
     "unigram" extends a Unigram base by EM (Unigram training's `seed_size`, `max_piece_bytes`,
-    `shrinking_factor`, `sub_iterations`); a SentencePiece base gives a SentencePiece-backed
-    tokeniser, and `add_missing_bytes` adds byte pieces to one without byte fallback.
+    `shrinking_factor`, `sub_iterations`); a SentencePiece or HF file's base gives a tokeniser
+    that keeps that file's pipeline. `add_missing_bytes` gives a file's base that turns unknown
+    characters into its unknown token (no byte fallback) the 256 byte pieces first, and byte fallback.
     A BPE that keeps its file's pipeline (a HF tokenizer.json, a SentencePiece BPE model) first
     gains the characters it spells in bytes, as many as cover `character_coverage` of their
     occurrences (at most half of `new_tokens`), then merges (trainers/extend_pipeline.py)."""
@@ -112,10 +116,10 @@ def extend(
         return extend_pipeline_bpe(base, corpus_or_counts, new_tokens, min_frequency=min_frequency,
                                    character_coverage=character_coverage, add_missing_bytes=add_missing_bytes, num_threads=num_threads, progress=progress,
                                    corpus_options=corpus_options)
-    if algorithm == "unigram" and is_sentencepiece_unigram(base):
-        return extend_sentencepiece(base, corpus_or_counts, new_tokens, unigram_options,
-                                    add_missing_bytes=add_missing_bytes, num_threads=num_threads,
-                                    progress=progress, corpus_options=corpus_options)
+    if algorithm == "unigram" and (is_sentencepiece_unigram(base) or is_huggingface_unigram(base)):
+        extend_file = extend_sentencepiece if is_sentencepiece_unigram(base) else extend_huggingface_unigram
+        return extend_file(base, corpus_or_counts, new_tokens, unigram_options, add_missing_bytes=add_missing_bytes,
+                           num_threads=num_threads, progress=progress, corpus_options=corpus_options)
     _check_base(base, algorithm)
     counts = _counts(base, corpus_or_counts, num_threads, progress, corpus_options)
     first_id = base.n_vocab
@@ -181,19 +185,16 @@ def _check_base(base: Any, algorithm: str) -> None:
     if not isinstance(base, BaseTokenizer):
         raise ConfigError(f"base must be a polytok tokeniser or a tokeniser file, got {type(base).__name__}")
     if algorithm == "unigram":
-        if not isinstance(base, Tokenizer) and base.algorithm == "unigram":
-            raise ConfigError(f"a Unigram read from a {base.pipeline.kind} file with its own pipeline (normaliser, "
-                              f"Metaspace) is not extended here; extend the SentencePiece .model it was converted "
-                              f"from, or a polytok Unigram")
         if not isinstance(base, Tokenizer) or base.segmenter != "viterbi":
-            raise ConfigError(f"a Unigram extension needs a Unigram base (a polytok Unigram or a SentencePiece "
-                              f"Unigram model); this base is {base.algorithm or 'not one'} (segmenter {base.segmenter!r})")
+            raise ConfigError(f"a Unigram extension needs a Unigram base (a polytok Unigram, a SentencePiece Unigram "
+                              f"model or a HF tokenizer.json Unigram); this base is {base.algorithm or 'not one'} "
+                              f"(segmenter {base.segmenter!r})")
         return
     if not isinstance(base, Tokenizer):
         raise ConfigError(
             f"this base keeps its file's own pipeline (normaliser, pre-tokeniser steps or decoder that polytok's "
             f"native tokeniser cannot hold), which {algorithm!r} cannot extend; such a base is extended by 'bpe' "
-            f"when it is a BPE, by 'unigram' when it is a SentencePiece Unigram (this one: {base.algorithm})"
+            f"when it is a BPE, by 'unigram' when it is a Unigram (this one: {base.algorithm})"
         )
     if algorithm == "convex":  # (merges and shortest_path tokenisers have all 256 bytes: their constructors check)
         if base.segmenter not in ("merges", "shortest_path"):

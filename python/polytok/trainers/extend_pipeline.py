@@ -17,6 +17,11 @@ id; a HF file gains them in `model.vocab` and the merges in `model.merges`, a Se
 model gains them as NORMAL pieces scored below every piece (SentencePiece joins the pair whose
 join scores highest, so every base join comes first). The file's reader then builds the
 extended tokeniser, so polytok encodes it as `tokenizers` and `sentencepiece` do.
+
+A base that turns unknown characters into its unknown token (a SentencePiece model without byte
+fallback, a HF file with an unknown token and without) is refused unless `add_missing_bytes`:
+then the 256 byte pieces "<0x00>".."<0xFF>" take the first new ids and byte fallback is turned
+on (for a HF file model.byte_fallback, and a ByteFallback step first in its decoder).
 """
 from __future__ import annotations
 
@@ -46,6 +51,8 @@ from polytok.trainers.bpe import run_merge_loop
 
 # SentencePiece's trainer splits normalised text before each "▁" (split_by_whitespace).
 SENTENCEPIECE_PRE_TOKEN = "▁[^▁]*|[^▁]+"
+# The byte pieces add_missing_bytes adds, in byte order, as SentencePiece and HF's byte fallback spell them.
+BYTE_PIECES = [f"<0x{byte:02X}>" for byte in range(256)]
 # Documents normalised per core call (in parallel within it).
 _NORMALIZE_BATCH = 256
 
@@ -68,23 +75,13 @@ def extend_pipeline_bpe(base: LoadedTokenizer, source: Any, budget: int, *, min_
     `budget`), then merges."""
     if not 0.0 < character_coverage <= 1.0:
         raise ConfigError(f"character_coverage must be in (0, 1], got {character_coverage!r}")
-    pipeline = base.pipeline
-    sentencepiece = isinstance(pipeline, SentencePiecePipeline)
-    if sentencepiece:
-        missing_fallback = not pipeline.spec["byte_fallback"]
-    else:
-        assert isinstance(pipeline, HuggingFacePipeline)
-        model = pipeline.record["model"]
-        missing_fallback = not model.get("byte_fallback") and model.get("unk_token") is not None
-        if missing_fallback and add_missing_bytes:
-            raise ConfigError("add_missing_bytes adds byte pieces to a SentencePiece model; a HF tokenizer.json with an "
-                              "unknown token and no byte fallback cannot be given them here")
+    missing_fallback = lacks_byte_fallback(base)
     if missing_fallback and not add_missing_bytes:
-        raise no_byte_fallback(can_add=sentencepiece)
+        raise no_byte_fallback()
+    # (before counting, so that a file whose decoder cannot gain ByteFallback is refused first)
+    current = _grown(base, [(text.encode(), BYTE) for text in BYTE_PIECES], [], byte_fallback=True) \
+        if missing_fallback else base
     counts = pipeline_counts(base, source, num_threads, progress, corpus_options)
-    current = base
-    if missing_fallback:
-        current = _grown(current, [(f"<0x{byte:02X}>".encode(), BYTE) for byte in range(256)], [], byte_fallback=True)
     # the characters take at most half the budget, so that merges always have the other half
     characters = _new_characters(current, counts, character_coverage, budget // 2)
     if characters:
@@ -157,18 +154,48 @@ def _grown(base: LoadedTokenizer, pieces: list[tuple[bytes, int]], pairs: list[t
         data = appended_pieces(pipeline.data, scored, byte_fallback=byte_fallback)
         return tokenizer_from_sentencepiece(data, "the extended SentencePiece model")
     assert isinstance(pipeline, HuggingFacePipeline)
-    return tokenizer_from_huggingface(_extended_record(pipeline.record, base.n_vocab, [piece for piece, _ in pieces], pairs),
+    record = with_byte_fallback(pipeline.record) if byte_fallback else pipeline.record
+    return tokenizer_from_huggingface(_extended_record(record, base.n_vocab, [piece for piece, _ in pieces], pairs),
                                       "the extended tokenizer.json")
 
 
-def no_byte_fallback(*, can_add: bool) -> ConfigError:
-    """The refusal of a base without byte fallback; `can_add`: whether add_missing_bytes helps."""
+def lacks_byte_fallback(base: LoadedTokenizer) -> bool:
+    """Whether `base` turns a character outside its vocabulary into its unknown token: a
+    SentencePiece model without byte fallback, a HF file with an unknown token and without."""
+    pipeline = base.pipeline
+    if isinstance(pipeline, SentencePiecePipeline):
+        return not pipeline.spec["byte_fallback"]
+    assert isinstance(pipeline, HuggingFacePipeline)
+    model = pipeline.record["model"]
+    unknown = model.get("unk_id") if model.get("type") == "Unigram" else model.get("unk_token")
+    return not model.get("byte_fallback") and unknown is not None
+
+
+def no_byte_fallback() -> ConfigError:
+    """The refusal of a base without byte fallback."""
     return ConfigError(
         "the base has no byte fallback: bytes 0x00-0xff are no tokens (a character outside its vocabulary becomes "
-        "the unknown token), so the extension could not spell every text"
-        + ("; pass add_missing_bytes=True (--add-missing-bytes) to add the 256 byte pieces as the first new ids "
-           "and turn byte fallback on" if can_add else "")
+        "the unknown token), so the extension could not spell every text; pass add_missing_bytes=True "
+        "(--add-missing-bytes) to add the 256 byte pieces as the first new ids and turn byte fallback on"
     )
+
+
+def with_byte_fallback(record: dict[str, Any]) -> dict[str, Any]:
+    """A copy of the tokenizer.json `record` with byte fallback on: model.byte_fallback set, and
+    a ByteFallback step first in the decoder, so that runs of <0xXX> tokens decode to their text
+    before the file's own steps see it. A file without a decoder is refused: `tokenizers` joins
+    its tokens with spaces, and any decoder would join them without."""
+    decoder = record.get("decoder")
+    if not isinstance(decoder, dict):
+        raise ConfigError("add_missing_bytes turns byte fallback on, and a HF tokenizer.json decodes byte pieces "
+                          "with a ByteFallback decoder step; this file has no decoder to add it to (tokenizers joins its "
+                          "tokens with spaces), so give it the decoder its tokens need first")
+    record = copy.deepcopy(record)
+    record["model"]["byte_fallback"] = True
+    steps = decoder.get("decoders") if decoder.get("type") == "Sequence" else [decoder]
+    if not any(isinstance(step, dict) and step.get("type") == "ByteFallback" for step in steps or []):
+        record["decoder"] = {"type": "Sequence", "decoders": [{"type": "ByteFallback"}, *copy.deepcopy(steps or [])]}
+    return record
 
 
 def pipeline_counts(base: LoadedTokenizer, source: Any, num_threads: int | None, progress: bool,
@@ -247,6 +274,9 @@ def _extended_record(record: dict[str, Any], first_id: int, tokens: list[bytes],
     spelling = {token_id: text for text, token_id in model["vocab"].items()}
     for k, token in enumerate(tokens):
         spelling[first_id + k] = to_byte_level(token) if byte_level else token.decode("utf-8")
+        if spelling[first_id + k] in model["vocab"]:
+            raise ConfigError(f"the base has a token spelled {spelling[first_id + k]!r} already (id "
+                              f"{model['vocab'][spelling[first_id + k]]}); a new one spelled so would take its id")
         model["vocab"][spelling[first_id + k]] = first_id + k
     merges = [(spelling[left], spelling[right]) for left, right in pairs]
     existing = model.get("merges") or []
