@@ -1,10 +1,11 @@
 """The certify benchmark's mix of unspaced and other scripts (issue 36): every reporting half of
 the unspaced languages (Japanese, both Chinese scripts, Khmer, Tibetan), then the reporting
 halves of every other language, a document from each in turn, until the unspaced part is
-`--unspaced` of the whole. Reporting halves only: nothing in polytok was tuned on them.
+`--unspaced` of the whole. Reporting halves by default: nothing in polytok was tuned on them.
+`--half tune` builds the same mix from the tuning halves, the one to tune the solver on.
 
     python benchmarks/languages.py --mb 2        # the halves (see its docstring for apt-get)
-    python benchmarks/unspaced_mix.py [--unspaced 0.3] [-o benchmarks/out/unspaced-mix.txt]
+    python benchmarks/unspaced_mix.py [--unspaced 0.3] [--half report|tune] [-o FILE]
 
 Prints the bytes per script. Thai has no LibreOffice help package in Debian, so it is absent.
 """
@@ -18,8 +19,9 @@ from languages import OUT, SCRIPTS, SEPARATOR, build, documents
 UNSPACED = ("ja", "zh-CN", "zh-TW", "km", "dz")
 
 
-def mix(unspaced_share: float) -> tuple[list[str], dict[str, int]]:
-    """The documents of the mix, and its bytes per language."""
+def mix(unspaced_share: float, half: str = "report") -> tuple[list[str], dict[str, int]]:
+    """The documents of the mix from each language's `half` ("report" or "tune"), and its bytes
+    per language."""
     halves = build(2.0)
     missing = [language for language in UNSPACED if language not in halves]
     if missing:
@@ -28,12 +30,12 @@ def mix(unspaced_share: float) -> tuple[list[str], dict[str, int]]:
     chosen: list[str] = []
     sizes: dict[str, int] = {}
     for language in UNSPACED:
-        for document in documents(halves[language]["report"]):
+        for document in documents(halves[language][half]):
             chosen.append(document)
             sizes[language] = sizes.get(language, 0) + len(document.encode("utf-8"))
     unspaced = sum(sizes.values())
     limit = unspaced * (1 - unspaced_share) / unspaced_share
-    others = {language: documents(files["report"]) for language, files in halves.items() if language not in UNSPACED}
+    others = {language: documents(files[half]) for language, files in halves.items() if language not in UNSPACED}
     taken = 0
     depth = 0
     while taken < limit and any(depth < len(docs) for docs in others.values()):
@@ -50,12 +52,16 @@ def mix(unspaced_share: float) -> tuple[list[str], dict[str, int]]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--unspaced", type=float, default=0.3, help="share of the unspaced scripts")
-    parser.add_argument("-o", "--output", default=str(OUT.parent / "unspaced-mix.txt"))
+    parser.add_argument("--half", choices=("report", "tune"), default="report",
+                        help="the halves to build it from (tune on 'tune', report on 'report')")
+    parser.add_argument("-o", "--output", help="default: benchmarks/out/unspaced-mix.txt, or "
+                        "unspaced-mix-tune.txt for --half tune")
     args = parser.parse_args()
     if not 0 < args.unspaced <= 1:
         raise SystemExit(f"--unspaced must be in (0, 1], got {args.unspaced}")
-    chosen, sizes = mix(args.unspaced)
-    output = Path(args.output)
+    chosen, sizes = mix(args.unspaced, args.half)
+    default = "unspaced-mix.txt" if args.half == "report" else "unspaced-mix-tune.txt"
+    output = Path(args.output or OUT.parent / default)
     temporary = output.with_suffix(".tmp")
     temporary.write_text(SEPARATOR.join(chosen), encoding="utf-8")
     temporary.replace(output)
