@@ -124,10 +124,12 @@ def add_extend_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("-k", "--new-tokens", type=int, required=True, help="how many tokens to learn")
     parser.add_argument("-a", "--algorithm", default="bpe",
                         help="bpe (continue the base's merges), convex (ConvexTok with the base's tokens fixed) or "
-                             "unigram (EM with the base's pieces fixed: a polytok or SentencePiece Unigram base)")
+                             "unigram (EM with the base's pieces fixed: a polytok, SentencePiece or HF tokenizer.json Unigram "
+                             "base)")
     parser.add_argument("--rounding", default="det", help="convex: det, bias or int")
     parser.add_argument("--add-missing-bytes", action="store_true",
-                        help="give a SentencePiece base without byte fallback the 256 byte pieces first")
+                        help="give a base without byte fallback (a SentencePiece model, or a HF tokenizer.json with "
+                             "an unknown token) the 256 byte pieces first")
     parser.add_argument("--character-coverage", type=float, default=0.9995,
                         help="bpe on a character-level file: add the characters it spells in bytes that cover this "
                              "share of their occurrences, before merges")
