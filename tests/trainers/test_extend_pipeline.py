@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 
 import polytok
 from polytok.errors import ConfigError
+from polytok.formats.huggingface.pre_tokenizers import to_byte_level
 from polytok.formats.loaded import LoadedTokenizer
 
 sys.path.insert(0, str(Path(__file__).parent.parent))
@@ -108,6 +109,27 @@ def test_byte_level_file_behind_a_normaliser(tmp_path):
     assert theirs.get_vocab_size() == base.n_vocab + 150
     for name, lines in HELD_OUT.items():
         assert ids(theirs, lines) == extended.encode_batch(lines), name
+
+
+def test_byte_level_file_with_an_unknown_token_needs_no_byte_pieces(tmp_path):
+    # Every byte is a token of a byte-level vocabulary, so its unknown token is never used: no refusal,
+    # and no byte pieces added.
+    record = json.loads((DATA / "readers" / "hf-bpe-byte-level-nfc.json").read_text(encoding="utf-8"))
+    record["model"]["unk_token"] = record["model"].get("unk_token") or next(iter(record["model"]["vocab"]))
+    (tmp_path / "base.json").write_text(json.dumps(record), encoding="utf-8")
+    base = polytok.load(tmp_path / "base.json")
+    extended = polytok.extend(base, polytok.texts(GERMAN), 150, progress=False)
+    assert extended.n_vocab == base.n_vocab + 150
+    extended.save_huggingface(tmp_path / "x.json")
+    theirs = tokenizers.Tokenizer.from_file(str(tmp_path / "x.json"))
+    for name, lines in HELD_OUT.items():
+        assert ids(theirs, lines) == extended.encode_batch(lines), name
+    # Without every byte in the vocabulary, the unknown token is reachable and the base is refused.
+    vocab = record["model"]["vocab"]
+    vocab["<unused>"] = vocab.pop(to_byte_level(b"\xff"))
+    (tmp_path / "short.json").write_text(json.dumps(record), encoding="utf-8")
+    with pytest.raises(ConfigError, match="no byte fallback"):
+        polytok.extend(polytok.load(tmp_path / "short.json"), polytok.texts(GERMAN), 10, progress=False)
 
 
 # ---- SentencePiece BPE --------------------------------------------------------------------------------

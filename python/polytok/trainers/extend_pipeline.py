@@ -168,7 +168,20 @@ def lacks_byte_fallback(base: LoadedTokenizer) -> bool:
     assert isinstance(pipeline, HuggingFacePipeline)
     model = pipeline.record["model"]
     unknown = model.get("unk_id") if model.get("type") == "Unigram" else model.get("unk_token")
-    return not model.get("byte_fallback") and unknown is not None
+    if model.get("byte_fallback") or unknown is None:
+        return False
+    # A byte-level BPE that also names an unknown token never uses it if every byte is a token.
+    vocab = model.get("vocab")
+    return not (_has_byte_level(pipeline.record.get("pre_tokenizer")) and isinstance(vocab, dict)
+                and all(to_byte_level(bytes([byte])) in vocab for byte in range(256)))
+
+
+def _has_byte_level(node: Any) -> bool:
+    """Whether a tokenizer.json pre_tokenizer node is, or holds in its Sequence, a ByteLevel."""
+    if not isinstance(node, dict):
+        return False
+    children = node.get("pretokenizers")
+    return node.get("type") == "ByteLevel" or (isinstance(children, list) and any(map(_has_byte_level, children)))
 
 
 def no_byte_fallback() -> ConfigError:
