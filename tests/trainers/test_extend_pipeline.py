@@ -20,15 +20,12 @@ from polytok.formats.loaded import LoadedTokenizer
 
 sys.path.insert(0, str(Path(__file__).parent.parent))
 from conftest import DATA  # noqa: E402
+from excerpts import extension_texts  # noqa: E402
 
 tokenizers = pytest.importorskip("tokenizers")
 
-ENGLISH = (DATA / "handbook-en-US.txt").read_text(encoding="utf-8")[:20_000].splitlines()
-# Training halves; the rest of each file is held out.
-GERMAN = (DATA / "handbook-de-DE.txt").read_text(encoding="utf-8")[:18_000].splitlines()
-CHINESE = (DATA / "handbook-zh-CN.txt").read_text(encoding="utf-8")[:11_000].splitlines()
-HELD_OUT = {name: (DATA / f"handbook-{name}.txt").read_text(encoding="utf-8")[start:].splitlines()
-            for name, start in (("de-DE", 18_000), ("zh-CN", 11_000), ("fr-FR", 20_000))}
+# Training parts of three excerpts, and held-out rests.
+ENGLISH, GERMAN, CHINESE, HELD_OUT = extension_texts("fr-FR")
 BYTE_TOKENS = [f"<0x{byte:02X}>" for byte in range(256)]
 
 mixed_text = st.lists(
