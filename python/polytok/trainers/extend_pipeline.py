@@ -36,7 +36,7 @@ from polytok import _core
 from polytok.corpus import iter_documents, texts
 from polytok.counting import count
 from polytok.counts import PreTokenCounts
-from polytok.errors import ConfigError, CorpusError
+from polytok.errors import ConfigError, CorpusError, EncodeError
 from polytok.formats.huggingface.pipeline import HuggingFacePipeline
 from polytok.formats.huggingface.pre_tokenizers import core_split, to_byte_level
 from polytok.formats.huggingface.read import tokenizer_from_huggingface
@@ -170,18 +170,16 @@ def lacks_byte_fallback(base: LoadedTokenizer) -> bool:
     unknown = model.get("unk_id") if model.get("type") == "Unigram" else model.get("unk_token")
     if model.get("byte_fallback") or unknown is None:
         return False
-    # A byte-level BPE that also names an unknown token never uses it if every byte is a token.
-    vocab = model.get("vocab")
-    return not (_has_byte_level(pipeline.record.get("pre_tokenizer")) and isinstance(vocab, dict)
-                and all(to_byte_level(bytes([byte])) in vocab for byte in range(256)))
+    # A file that also names an unknown token never uses it if every byte is a token (byte-level).
+    return not all(_is_token(base, bytes([byte])) for byte in range(256))
 
 
-def _has_byte_level(node: Any) -> bool:
-    """Whether a tokenizer.json pre_tokenizer node is, or holds in its Sequence, a ByteLevel."""
-    if not isinstance(node, dict):
+def _is_token(base: LoadedTokenizer, token: bytes) -> bool:
+    try:
+        base.token_id(token)
+    except EncodeError:
         return False
-    children = node.get("pretokenizers")
-    return node.get("type") == "ByteLevel" or (isinstance(children, list) and any(map(_has_byte_level, children)))
+    return True
 
 
 def no_byte_fallback() -> ConfigError:
